@@ -1,0 +1,12 @@
+// apps: the subcommands of the `quantserve` binary. Each lives in its own cmd_*.cc and is
+// listed once in main.cc. A command gets argv after its name and returns the exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace qs::apps {
+
+using Args = std::vector<std::string>;
+
+}  // namespace qs::apps

@@ -1,0 +1,107 @@
+// apps: Flags implementation.
+#include "apps/flags.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace qs::apps {
+
+Flags& Flags::add(const std::string& name, const std::string& help, bool is_bool,
+                  const std::string& default_value) {
+  specs_[name] = Spec{help, is_bool, default_value};
+  order_.push_back(name);
+  return *this;
+}
+
+Status Flags::parse(const Args& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      help_ = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0 || a == "--") {
+      positionals_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    auto it = specs_.find(name);
+    if (it == specs_.end()) return invalid_argument("unknown flag --" + name);
+    if (it->second.is_bool) {
+      if (has_value && value != "true" && value != "false") {
+        return invalid_argument("--" + name + " takes no value (or =true/=false)");
+      }
+      values_[name].push_back(has_value ? value : "true");
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= args.size()) return invalid_argument("--" + name + " needs a value");
+      value = args[++i];
+    }
+    values_[name].push_back(value);
+  }
+  return ok_status();
+}
+
+std::string Flags::usage(const std::string& command) const {
+  std::string s = "usage: quantserve " + command + " [options]\n\noptions:\n";
+  for (const auto& name : order_) {
+    const Spec& spec = specs_.at(name);
+    std::string left = "  --" + name + (spec.is_bool ? "" : " VALUE");
+    if (left.size() < 26) left.resize(26, ' ');
+    s += left + " " + spec.help;
+    if (!spec.default_value.empty()) s += " (default " + spec.default_value + ")";
+    s += "\n";
+  }
+  return s;
+}
+
+bool Flags::has(const std::string& name) const {
+  return values_.count(name) > 0;
+}
+
+std::string Flags::get(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it != values_.end()) return it->second.back();
+  auto spec = specs_.find(name);
+  return spec == specs_.end() ? "" : spec->second.default_value;
+}
+
+bool Flags::get_bool(const std::string& name) const {
+  return get(name) == "true";
+}
+
+Result<int64_t> Flags::get_int(const std::string& name) const {
+  const std::string v = get(name);
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0) {
+    return invalid_argument("--" + name + " expects an integer, got '" + v + "'");
+  }
+  return static_cast<int64_t>(x);
+}
+
+Result<double> Flags::get_double(const std::string& name) const {
+  const std::string v = get(name);
+  char* end = nullptr;
+  errno = 0;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || errno != 0) {
+    return invalid_argument("--" + name + " expects a number, got '" + v + "'");
+  }
+  return x;
+}
+
+std::vector<std::string> Flags::get_all(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+}  // namespace qs::apps

@@ -1,0 +1,39 @@
+// apps: `quantserve <command> [flags]` entry point and command table.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "apps/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(const qs::apps::Args&);
+  const char* help;
+};
+
+// One row per subcommand; a new command adds its row here and its declaration to commands.h.
+const std::vector<Command> kCommands = {};
+
+void usage(FILE* out) {
+  std::fprintf(out, "usage: quantserve <command> [options]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-11s %s\n", c.name, c.help);
+  std::fprintf(out, "\n`quantserve <command> --help` describes a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (const auto& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) == 0) return c.run(qs::apps::Args(argv + 2, argv + argc));
+  }
+  std::fprintf(stderr, "quantserve: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,73 @@
+// core: Tensor helpers.
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace qs {
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  // 64-byte alignment so SIMD kernels may use aligned loads on rows of aligned sizes.
+  const size_t bytes = (t.nbytes() + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
+  QS_CHECK(p != nullptr);
+  std::memset(p, 0, bytes == 0 ? 64 : bytes);
+  t.data = p;
+  t.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+  return t;
+}
+
+Tensor Tensor::from_f32(DType dtype, std::vector<int64_t> shape, const std::vector<float>& values) {
+  Tensor t = zeros(dtype, std::move(shape));
+  QS_CHECK(static_cast<int64_t>(values.size()) == t.numel());
+  for (size_t i = 0; i < values.size(); ++i) {
+    switch (dtype) {
+      case DType::kF32:
+        t.ptr<float>()[i] = values[i];
+        break;
+      case DType::kF16:
+        t.ptr<uint16_t>()[i] = f32_to_f16(values[i]);
+        break;
+      case DType::kBF16:
+        t.ptr<uint16_t>()[i] = f32_to_bf16(values[i]);
+        break;
+      case DType::kF8E4M3:
+        t.ptr<uint8_t>()[i] = f32_to_fp8_e4m3(values[i]);
+        break;
+      case DType::kF8E5M2:
+        t.ptr<uint8_t>()[i] = f32_to_fp8_e5m2(values[i]);
+        break;
+      default:
+        QS_CHECK_MSG(false, "from_f32 needs a float dtype");
+    }
+  }
+  return t;
+}
+
+std::vector<float> Tensor::to_f32() const {
+  std::vector<float> out(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < numel(); ++i) out[i] = load_as_f32(dtype, data, i);
+  return out;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace qs

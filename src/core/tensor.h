@@ -1,0 +1,43 @@
+// core: Tensor, a typed n-d view over bytes that someone else owns (an mmapped checkpoint,
+// an arena, a std::vector). `owner` keeps that storage alive; copying a Tensor is cheap and
+// shares it. Shapes are row-major, outermost first, as in PyTorch and safetensors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace qs {
+
+struct Tensor {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  void* data = nullptr;
+  std::shared_ptr<const void> owner;  // keeps `data` alive; may be null for borrowed views
+
+  int64_t numel() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
+  int rank() const { return static_cast<int>(shape.size()); }
+  bool empty() const { return data == nullptr; }
+
+  template <typename T>
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
+
+  // A fresh, zero-filled, owning tensor.
+  static Tensor zeros(DType dtype, std::vector<int64_t> shape);
+  // Copies `values` (f32) into a new tensor of `dtype` (float dtypes only).
+  static Tensor from_f32(DType dtype, std::vector<int64_t> shape, const std::vector<float>& values);
+  // Element-wise conversion of a float tensor into an owning f32 copy.
+  std::vector<float> to_f32() const;
+};
+
+// "[896, 4864]"
+std::string shape_string(const std::vector<int64_t>& shape);
+
+}  // namespace qs
