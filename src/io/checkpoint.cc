@@ -1,0 +1,154 @@
+// io: Checkpoint (one model.safetensors or the shards of model.safetensors.index.json) and
+// JSON file helpers. A tensor is reachable under exactly one name from exactly one file:
+// an index that points at a missing shard or tensor, or two files holding the same name,
+// are errors rather than a silent choice.
+#include <filesystem>
+#include <set>
+
+#include "io/checkpoint.h"
+
+namespace qs::io {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+// Shard names come from a file we did not write; keep them inside the checkpoint directory.
+bool is_safe_relative(const std::string& name) {
+  const fs::path p(name);
+  if (name.empty() || p.is_absolute()) return false;
+  for (const auto& part : p) {
+    if (part == "..") return false;
+  }
+  return true;
+}
+
+// 1-based line and column of byte offset `pos` in `text`.
+std::pair<size_t, size_t> line_and_column(const std::string& text, size_t pos) {
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < pos && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+}  // namespace
+
+Result<Checkpoint> Checkpoint::open(const std::string& dir) {
+  Checkpoint ckpt;
+  ckpt.dir_ = dir;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return not_found(dir + ": not a directory");
+
+  // Shard base name -> tensor names the index assigns to it (empty for a single file).
+  std::map<std::string, std::set<std::string>> shards;
+  const fs::path index_path = fs::path(dir) / kIndexFile;
+  if (fs::exists(index_path, ec)) {
+    QS_ASSIGN_OR_RETURN(json index, read_json(index_path.string()));
+    auto map_it = index.is_object() ? index.find("weight_map") : index.end();
+    if (map_it == index.end() || !map_it->is_object()) {
+      return data_loss(index_path.string() + ": missing 'weight_map' object");
+    }
+    for (const auto& [name, shard] : map_it->items()) {
+      if (!shard.is_string() || !is_safe_relative(shard.get<std::string>())) {
+        return data_loss(index_path.string() + ": weight_map entry for tensor '" + name +
+                         "' must be a file name inside the checkpoint, found " + shard.dump());
+      }
+      shards[shard.get<std::string>()].insert(name);
+    }
+    if (shards.empty()) return data_loss(index_path.string() + ": 'weight_map' is empty");
+  } else if (fs::exists(fs::path(dir) / kSingleFile, ec)) {
+    shards[kSingleFile];
+  } else {
+    return not_found(dir + ": neither " + kSingleFile + " nor " + kIndexFile + " found");
+  }
+
+  bool first = true;
+  for (const auto& [shard, listed] : shards) {
+    const std::string path = (fs::path(dir) / shard).string();
+    if (!fs::exists(path, ec)) {
+      return not_found(index_path.string() + " names shard " + shard + " (for tensor '" +
+                       *listed.begin() + "'), but " + path + " does not exist");
+    }
+    QS_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    QS_RETURN_IF_ERROR(read_safetensors(file, &tensors, first ? &ckpt.metadata_ : nullptr));
+    first = false;
+    std::set<std::string> present;
+    for (auto& [name, tensor] : tensors) {
+      auto [it, inserted] = ckpt.tensors_.emplace(name, Entry{std::move(tensor), shard});
+      if (!inserted) {
+        return data_loss(dir + ": tensor '" + name + "' is stored in both " + it->second.file +
+                         " and " + shard);
+      }
+      present.insert(name);
+    }
+    for (const auto& name : listed) {
+      if (present.count(name) == 0) {
+        return data_loss(index_path.string() + " places tensor '" + name + "' in " + shard +
+                         ", but " + path + " does not contain it");
+      }
+    }
+  }
+  return ckpt;
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensors_.size());
+  for (const auto& [name, entry] : tensors_) out.push_back(name);
+  return out;
+}
+
+Result<Tensor> Checkpoint::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) return not_found(dir_ + ": tensor '" + name + "' not found");
+  return it->second.tensor;
+}
+
+Result<Tensor> Checkpoint::get(const std::string& name,
+                               const std::vector<int64_t>& expected) const {
+  QS_ASSIGN_OR_RETURN(Tensor t, get(name));
+  if (t.shape != expected) {
+    return invalid_argument((fs::path(dir_) / file_of(name)).string() + ": tensor '" + name +
+                            "' has shape " + shape_string(t.shape) + ", expected " +
+                            shape_string(expected));
+  }
+  return t;
+}
+
+std::string Checkpoint::file_of(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? "" : it->second.file;
+}
+
+Result<json> read_json(const std::string& path) {
+  QS_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.byte is 1-based and points at the character that broke the parse.
+    auto [line, column] = line_and_column(text, e.byte == 0 ? 0 : e.byte - 1);
+    // what() is "[json.exception.parse_error.N] parse error at ...: <reason>"; keep the reason.
+    std::string reason = e.what();
+    if (auto colon = reason.find(": "); colon != std::string::npos) {
+      reason = reason.substr(colon + 2);
+    }
+    return data_loss(path + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                     ": invalid JSON: " + reason);
+  }
+}
+
+Status write_json(const std::string& path, const json& value) {
+  return write_file(path, value.dump(2) + "\n");
+}
+
+}  // namespace qs::io
