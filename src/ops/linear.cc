@@ -1,26 +1,76 @@
-// ops: linear front end.
+// ops: linear front end. Checks the weight once, picks the kernel for the active ISA
+// (kernels/cpu/isa.h) and the shape (GEMV for decode-sized m, GEMM otherwise), and splits
+// the output columns over the pool so that every thread streams its own rows of w.
 #include "ops/linear.h"
 
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/linear_cpu.h"
 #include "kernels/ref/linear_ref.h"
 
 namespace qs::ops {
+namespace {
+
+using LinearKernel = void (*)(const kernels::cpu::LinearArgs&, int64_t, int64_t);
+
+LinearKernel choose_kernel(kernels::Isa isa, int64_t m) {
+  const bool gemm = m >= kernels::cpu::kGemmMinRows;
+  switch (isa) {
+    case kernels::Isa::kAvx512:
+      return gemm ? kernels::cpu::linear_gemm_avx512 : kernels::cpu::linear_gemv_avx512;
+    case kernels::Isa::kAvx2:
+      return gemm ? kernels::cpu::linear_gemm_avx2 : kernels::cpu::linear_gemv_avx2;
+    case kernels::Isa::kRef:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 Status linear(const float* x, int64_t m, const Tensor& w, const float* bias, float* y,
               ThreadPool& pool) {
+  return linear_with_isa(kernels::active_isa(), x, m, w, bias, y, pool);
+}
+
+Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor& w,
+                       const float* bias, float* y, ThreadPool& pool) {
+  if (!kernels::isa_supported(isa)) {
+    return unimplemented(std::string("linear: this CPU cannot run the ") + kernels::isa_name(isa) +
+                         " kernels");
+  }
   if (w.rank() != 2) {
     return invalid_argument("linear: weight must be 2-d [n, k], got " + shape_string(w.shape));
   }
   if (w.dtype != DType::kF32 && w.dtype != DType::kF16 && w.dtype != DType::kBF16) {
     return unimplemented(std::string("linear: no kernel for weight dtype ") + dtype_name(w.dtype));
   }
+  if (m < 0) return invalid_argument("linear: negative row count " + std::to_string(m));
   const int64_t n = w.dim(0), k = w.dim(1);
-  pool.parallel_for(n, [&](int64_t begin, int64_t end) {
-    kernels::ref::linear(x, m, k, w.data, w.dtype, n, begin, end, y);
-    if (bias != nullptr) {
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = begin; j < end; ++j) y[i * n + j] += bias[j];
-    }
-  });
+  if (m == 0 || n == 0) return ok_status();
+  if (k == 0) {
+    // An empty sum: y is the bias (or zero). The kernels assume k >= 1.
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) y[i * n + j] = bias != nullptr ? bias[j] : 0.0f;
+    return ok_status();
+  }
+
+  const LinearKernel kernel = choose_kernel(isa, m);
+  if (kernel == nullptr) {
+    pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+      kernels::ref::linear(x, m, k, w.data, w.dtype, n, begin, end, y);
+      if (bias != nullptr) {
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = begin; j < end; ++j) y[i * n + j] += bias[j];
+      }
+    });
+    return ok_status();
+  }
+  const kernels::cpu::LinearArgs args{x, m, k, w.data, w.dtype, n, bias, y};
+  // Whole GEMM panels per thread; for the GEMV a 16-column grain keeps two threads off the
+  // same 64-byte line of y.
+  const int64_t grain = m >= kernels::cpu::kGemmMinRows ? kernels::cpu::kColumnGrain : 16;
+  pool.parallel_for(
+      n, [&](int64_t begin, int64_t end) { kernel(args, begin, end); }, grain);
   return ok_status();
 }
 

@@ -7,6 +7,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/isa.h"
 
 namespace qs::ops {
 
@@ -15,5 +16,10 @@ namespace qs::ops {
 //   nullptr, y: [m, n] f32. Work is split over the pool's threads.
 Status linear(const float* x, int64_t m, const Tensor& w, const float* bias, float* y,
               ThreadPool& pool);
+
+// The same with the kernel ISA named instead of kernels::active_isa(), so that tests and
+// benchmarks can compare every variant in one process. Fails if this CPU lacks `isa`.
+Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor& w,
+                       const float* bias, float* y, ThreadPool& pool);
 
 }  // namespace qs::ops

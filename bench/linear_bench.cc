@@ -1,0 +1,192 @@
+// Kernel lab for ops::linear: every ISA variant at the Qwen2.5-0.5B and TinyLlama-1.1B
+// weight shapes, decode (m = 1) and prefill (m = 512), 1 and 2 threads, plus the memory
+// read bandwidth that bounds decode. Counters: GB/s of weight bytes, GFLOP/s (2 m n k).
+// Decode cases rotate over enough copies of the weights to overflow the 32 MiB L3, so they
+// measure DRAM like a real model does. Run: build/linear_bench --benchmark_filter=...
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/isa.h"
+#include "ops/linear.h"
+
+namespace qs {
+namespace {
+
+using kernels::Isa;
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+
+// [n, k] as nn.Linear stores them (out_features, in_features).
+constexpr Shape kQwen05B[] = {
+    {"qwen0.5b_q_o", 896, 896},        {"qwen0.5b_kv", 128, 896},
+    {"qwen0.5b_gate_up", 4864, 896},   {"qwen0.5b_down", 896, 4864},
+    {"qwen0.5b_lm_head", 151936, 896},
+};
+constexpr Shape kTinyLlama[] = {
+    {"tinyllama_q_o", 2048, 2048},      {"tinyllama_kv", 256, 2048},
+    {"tinyllama_gate_up", 5632, 2048},  {"tinyllama_down", 2048, 5632},
+    {"tinyllama_lm_head", 32000, 2048},
+};
+
+Tensor random_weights(DType dtype, int64_t n, int64_t k, uint32_t seed) {
+  Tensor w = Tensor::zeros(dtype, {n, k});
+  uint32_t s = seed * 2654435761u + 1;
+  const int64_t count = n * k;
+  for (int64_t i = 0; i < count; ++i) {
+    s = s * 1664525u + 1013904223u;
+    const float v = static_cast<float>(static_cast<int32_t>(s >> 8) - (1 << 23)) / (1 << 27);
+    switch (dtype) {
+      case DType::kF32:
+        w.ptr<float>()[i] = v;
+        break;
+      case DType::kBF16:
+        w.ptr<uint16_t>()[i] = f32_to_bf16(v);
+        break;
+      default:
+        w.ptr<uint16_t>()[i] = f32_to_f16(v);
+        break;
+    }
+  }
+  return w;
+}
+
+std::vector<float> random_activations(int64_t count) {
+  std::vector<float> x(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) x[i] = static_cast<float>((i * 37) % 101 - 50) / 64.0f;
+  return x;
+}
+
+// Copies of one weight matrix to cycle through so the working set exceeds the L3.
+int copies_for(int64_t m, size_t bytes) {
+  if (m > 8) return 1;  // prefill reuses each weight m times; the cache is not the question
+  constexpr size_t kWorkingSet = size_t{256} << 20;
+  return static_cast<int>(std::max<size_t>(1, (kWorkingSet + bytes - 1) / bytes));
+}
+
+void bm_linear(benchmark::State& state, Isa isa, DType dtype, Shape shape, int64_t m, int threads) {
+  const size_t w_bytes = static_cast<size_t>(shape.n * shape.k) * dtype_size(dtype);
+  std::vector<Tensor> ws;
+  for (int c = 0; c < copies_for(m, w_bytes); ++c)
+    ws.push_back(random_weights(dtype, shape.n, shape.k, static_cast<uint32_t>(c)));
+  const std::vector<float> x = random_activations(m * shape.k);
+  std::vector<float> y(static_cast<size_t>(m * shape.n));
+  ThreadPool pool(threads);
+  size_t next = 0;
+  for (auto _ : state) {
+    const Status st = ops::linear_with_isa(isa, x.data(), m, ws[next], nullptr, y.data(), pool);
+    if (!st.ok()) {
+      state.SkipWithError(st.to_string().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % ws.size();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GB/s"] =
+      benchmark::Counter(iters * static_cast<double>(w_bytes) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      iters * 2.0 * static_cast<double>(m * shape.n * shape.k) / 1e9, benchmark::Counter::kIsRate);
+}
+
+// A whole Qwen2.5-0.5B forward's matmuls (24 layers + lm_head, bf16): tokens/s for decode
+// (m = 1, weights streamed from DRAM) and for a 512-token prefill.
+void bm_qwen_model(benchmark::State& state, Isa isa, int64_t m, int threads) {
+  std::vector<Tensor> ws;
+  std::vector<Shape> order;
+  for (int layer = 0; layer < 24; ++layer) {
+    for (const Shape& s : {kQwen05B[0], kQwen05B[1], kQwen05B[1], kQwen05B[0], kQwen05B[2],
+                           kQwen05B[2], kQwen05B[3]})
+      order.push_back(s);
+  }
+  order.push_back(kQwen05B[4]);
+  size_t bytes = 0;
+  double flops = 0.0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    ws.push_back(random_weights(DType::kBF16, order[i].n, order[i].k, static_cast<uint32_t>(i)));
+    bytes += ws.back().nbytes();
+    flops += 2.0 * static_cast<double>(m * order[i].n * order[i].k);
+  }
+  const std::vector<float> x = random_activations(m * 4864);
+  std::vector<float> y(static_cast<size_t>(m * 151936));
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    for (const Tensor& w : ws) {
+      const Status st = ops::linear_with_isa(isa, x.data(), m, w, nullptr, y.data(), pool);
+      if (!st.ok()) {
+        state.SkipWithError(st.to_string().c_str());
+        return;
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["tokens/s"] =
+      benchmark::Counter(iters * static_cast<double>(m), benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(iters * static_cast<double>(bytes) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(iters * flops / 1e9, benchmark::Counter::kIsRate);
+}
+
+void bm_bandwidth(benchmark::State& state, int threads) {
+  ThreadPool pool(threads);
+  double gbs = 0.0;
+  for (auto _ : state) gbs = kernels::measure_read_bandwidth_gbs(pool, size_t{1} << 30, 3);
+  state.counters["GB/s"] = gbs;
+}
+
+void register_all() {
+  for (int threads : {1, 2}) {
+    benchmark::RegisterBenchmark(("read_bandwidth/threads:" + std::to_string(threads)).c_str(),
+                                 bm_bandwidth, threads)
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
+    if (!kernels::isa_supported(isa)) continue;
+    for (int threads : {1, 2}) {
+      for (int64_t m : {int64_t{1}, int64_t{512}}) {
+        if (isa == Isa::kRef && m > 1) continue;  // the oracle would take minutes
+        const std::string suffix =
+            "/m:" + std::to_string(m) + "/threads:" + std::to_string(threads);
+        const std::string model = std::string("qwen0.5b_model/") + kernels::isa_name(isa) + "/BF16";
+        benchmark::RegisterBenchmark((model + suffix).c_str(), bm_qwen_model, isa, m, threads)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+        for (const auto* shapes : {kQwen05B, kTinyLlama}) {
+          for (int s = 0; s < 5; ++s) {
+            for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+              const std::string name = std::string(shapes[s].name) + "/" + kernels::isa_name(isa) +
+                                       "/" + dtype_name(dtype) + suffix;
+              benchmark::RegisterBenchmark(name.c_str(), bm_linear, isa, dtype, shapes[s], m,
+                                           threads)
+                  ->Unit(benchmark::kMillisecond)
+                  ->UseRealTime();
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qs
+
+int main(int argc, char** argv) {
+  qs::register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,77 @@
+// kernels/cpu: run-time ISA selection from CPUID and the QS_KERNEL override.
+#include "kernels/cpu/isa.h"
+
+#include <cstdlib>
+
+#include "core/log.h"
+
+namespace qs::kernels {
+namespace {
+
+Isa best_supported() {
+  if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
+  if (isa_supported(Isa::kAvx2)) return Isa::kAvx2;
+  return Isa::kRef;
+}
+
+Isa select_isa() {
+  const char* env = std::getenv("QS_KERNEL");
+  if (env == nullptr || env[0] == '\0') return best_supported();
+  const std::optional<Isa> forced = parse_isa(env);
+  if (!forced) {
+    QS_LOG_WARN("QS_KERNEL=%s is not one of ref, avx2, avx512; using %s", env,
+                isa_name(best_supported()));
+    return best_supported();
+  }
+  if (!isa_supported(*forced)) {
+    QS_LOG_WARN("QS_KERNEL=%s: this CPU lacks it; using %s", env, isa_name(best_supported()));
+    return best_supported();
+  }
+  return *forced;
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kRef:
+      return "ref";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+std::optional<Isa> parse_isa(std::string_view name) {
+  for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
+    if (name == isa_name(isa)) return isa;
+  }
+  return std::nullopt;
+}
+
+bool isa_supported(Isa isa) {
+  switch (isa) {
+    case Isa::kRef:
+      return true;
+    case Isa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    case Isa::kAvx512:
+      // The avx512 kernels are compiled with F/BW/VL/DQ/BF16/VNNI (see CMakeLists.txt), so the
+      // compiler may use any of them; require all.
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni") &&
+             __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  }
+  return false;
+}
+
+Isa active_isa() {
+  static const Isa isa = select_isa();
+  return isa;
+}
+
+}  // namespace qs::kernels

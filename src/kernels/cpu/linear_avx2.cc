@@ -1,0 +1,249 @@
+// kernels/cpu: AVX2+FMA+F16C linear kernels, the same design as linear_avx512.cc with
+// 8-lane vectors and 16 registers (GEMV for decode, packed-panel GEMM for prefill).
+// f32 accumulation throughout; compiled with -mavx2 -mfma -mf16c (file suffix _avx2.cc).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "core/check.h"
+#include "kernels/cpu/linear_cpu.h"
+
+namespace qs::kernels::cpu {
+namespace {
+
+// Loads 8 weights as f32. AVX2 has no masked 16-bit loads, so k tails are done in scalar.
+struct F32Weights {
+  using T = float;
+  static __m256 load(const T* p) { return _mm256_loadu_ps(p); }
+  static float scalar(const T* p) { return *p; }
+};
+
+struct BF16Weights {
+  using T = uint16_t;
+  static __m256 load(const T* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static float scalar(const T* p) { return bf16_to_f32(*p); }
+};
+
+struct F16Weights {
+  using T = uint16_t;
+  static __m256 load(const T* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static float scalar(const T* p) { return _cvtsh_ss(*p); }
+};
+
+float reduce_add(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// ---- GEMV: M rows of x against R rows of w, w streamed once ----------------------------
+template <class W, int M, int R>
+void gemv_block(const LinearArgs& a, int64_t i0, int64_t j) {
+  const auto* w = static_cast<const typename W::T*>(a.w) + j * a.k;
+  const float* x = a.x + i0 * a.k;
+  const int64_t k = a.k;
+  __m256 acc[M][R];
+  for (int i = 0; i < M; ++i)
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
+  int64_t kk = 0;
+  for (; kk + 8 <= k; kk += 8) {
+    __m256 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = W::load(w + r * k + kk);
+    for (int i = 0; i < M; ++i) {
+      const __m256 xv = _mm256_loadu_ps(x + i * k + kk);
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) {
+      float s = reduce_add(acc[i][r]);
+      for (int64_t t = kk; t < k; ++t) s += x[i * k + t] * W::scalar(w + r * k + t);
+      const float b = a.bias != nullptr ? a.bias[j + r] : 0.0f;
+      a.y[(i0 + i) * a.n + j + r] = s + b;
+    }
+  }
+}
+
+// Rows of w per block: M * R accumulators plus R weight vectors within 16 registers.
+template <int M>
+constexpr int gemv_rows() {
+  return M <= 2 ? 4 : (M <= 6 ? 2 : 1);
+}
+
+template <class W, int M>
+void gemv_rows_of_x(const LinearArgs& a, int64_t i0, int64_t n_begin, int64_t n_end) {
+  constexpr int R = gemv_rows<M>();
+  int64_t j = n_begin;
+  for (; j + R <= n_end; j += R) gemv_block<W, M, R>(a, i0, j);
+  for (; j < n_end; ++j) gemv_block<W, M, 1>(a, i0, j);
+}
+
+template <class W>
+void gemv(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  for (int64_t i0 = 0; i0 < a.m; i0 += 8) {
+    switch (std::min<int64_t>(8, a.m - i0)) {
+      case 1:
+        gemv_rows_of_x<W, 1>(a, i0, n_begin, n_end);
+        break;
+      case 2:
+        gemv_rows_of_x<W, 2>(a, i0, n_begin, n_end);
+        break;
+      case 3:
+        gemv_rows_of_x<W, 3>(a, i0, n_begin, n_end);
+        break;
+      case 4:
+        gemv_rows_of_x<W, 4>(a, i0, n_begin, n_end);
+        break;
+      case 5:
+        gemv_rows_of_x<W, 5>(a, i0, n_begin, n_end);
+        break;
+      case 6:
+        gemv_rows_of_x<W, 6>(a, i0, n_begin, n_end);
+        break;
+      case 7:
+        gemv_rows_of_x<W, 7>(a, i0, n_begin, n_end);
+        break;
+      default:
+        gemv_rows_of_x<W, 8>(a, i0, n_begin, n_end);
+        break;
+    }
+  }
+}
+
+// ---- GEMM: f32 panels [kc][NR] of w, MR x NR register tiles (see linear_avx512.cc) -----
+constexpr int kNR = 16;   // two ymm of output columns
+constexpr int kMR = 6;    // 12 accumulators + 2 panel vectors + 1 broadcast < 16 registers
+constexpr int kKC = 256;  // panel = 256 * 16 * 4 B = 16 KiB
+
+template <class W>
+void pack_panel(const LinearArgs& a, int64_t j0, int64_t nr, int64_t kb, int64_t kc, float* panel) {
+  const auto* w = static_cast<const typename W::T*>(a.w);
+  for (int64_t jj = 0; jj < nr; ++jj) {
+    const auto* row = w + (j0 + jj) * a.k + kb;
+    int64_t kk = 0;
+    for (; kk + 8 <= kc; kk += 8) {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, W::load(row + kk));
+      for (int t = 0; t < 8; ++t) panel[(kk + t) * kNR + jj] = tmp[t];
+    }
+    for (; kk < kc; ++kk) panel[kk * kNR + jj] = W::scalar(row + kk);
+  }
+  for (int64_t jj = nr; jj < kNR; ++jj)
+    for (int64_t kk = 0; kk < kc; ++kk) panel[kk * kNR + jj] = 0.0f;
+}
+
+// c[R, 16] (+)= x[R, kc] @ panel[kc, 16]; `first` starts from bias[16] (or zero) instead
+// of c. All 16 columns of c and bias are addressable (the driver pads partial tiles).
+template <int R>
+void micro_kernel(const float* x, int64_t ldx, const float* panel, int64_t kc, float* c,
+                  int64_t ldc, bool first, const float* bias) {
+  __m256 c0[R], c1[R];
+  if (first) {
+    const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+    const __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) c0[r] = b0, c1[r] = b1;
+  } else {
+    for (int r = 0; r < R; ++r) {
+      c0[r] = _mm256_loadu_ps(c + r * ldc);
+      c1[r] = _mm256_loadu_ps(c + r * ldc + 8);
+    }
+  }
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const __m256 p0 = _mm256_load_ps(panel + kk * kNR);
+    const __m256 p1 = _mm256_load_ps(panel + kk * kNR + 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256 xv = _mm256_broadcast_ss(x + r * ldx + kk);
+      c0[r] = _mm256_fmadd_ps(xv, p0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(xv, p1, c1[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm256_storeu_ps(c + r * ldc, c0[r]);
+    _mm256_storeu_ps(c + r * ldc + 8, c1[r]);
+  }
+}
+
+using MicroKernel = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, bool,
+                             const float*);
+
+template <int... Rs>
+constexpr auto make_micro_table(std::integer_sequence<int, Rs...>) {
+  return std::array<MicroKernel, sizeof...(Rs)>{&micro_kernel<Rs + 1>...};
+}
+constexpr auto kMicroKernels = make_micro_table(std::make_integer_sequence<int, kMR>{});
+
+template <class W>
+void gemm(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  alignas(32) float panel[kKC * kNR];
+  for (int64_t kb = 0; kb < a.k; kb += kKC) {
+    const int64_t kc = std::min<int64_t>(kKC, a.k - kb);
+    for (int64_t j0 = n_begin; j0 < n_end; j0 += kNR) {
+      const int64_t nr = std::min<int64_t>(kNR, n_end - j0);
+      pack_panel<W>(a, j0, nr, kb, kc, panel);
+      const float* bias = a.bias != nullptr ? a.bias + j0 : nullptr;
+      // A partial tile (the last nr < 16 columns) goes through a padded copy so that the
+      // micro-kernel never reads or writes past column n_end.
+      alignas(32) float bias_pad[kNR] = {};
+      if (bias != nullptr && nr < kNR) {
+        std::memcpy(bias_pad, bias, sizeof(float) * nr);
+        bias = bias_pad;
+      }
+      for (int64_t i0 = 0; i0 < a.m; i0 += kMR) {
+        const int64_t mr = std::min<int64_t>(kMR, a.m - i0);
+        const float* x = a.x + i0 * a.k + kb;
+        float* y = a.y + i0 * a.n + j0;
+        if (nr == kNR) {
+          kMicroKernels[mr - 1](x, a.k, panel, kc, y, a.n, kb == 0, bias);
+          continue;
+        }
+        alignas(32) float tile[kMR * kNR];
+        if (kb != 0) {
+          for (int64_t r = 0; r < mr; ++r)
+            std::memcpy(tile + r * kNR, y + r * a.n, sizeof(float) * nr);
+        }
+        kMicroKernels[mr - 1](x, a.k, panel, kc, tile, kNR, kb == 0, bias);
+        for (int64_t r = 0; r < mr; ++r)
+          std::memcpy(y + r * a.n, tile + r * kNR, sizeof(float) * nr);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void linear_gemv_avx2(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  switch (a.w_dtype) {
+    case DType::kF32:
+      return gemv<F32Weights>(a, n_begin, n_end);
+    case DType::kBF16:
+      return gemv<BF16Weights>(a, n_begin, n_end);
+    case DType::kF16:
+      return gemv<F16Weights>(a, n_begin, n_end);
+    default:
+      QS_CHECK_MSG(false, "linear_gemv_avx2: weight dtype not F32/F16/BF16");
+  }
+}
+
+void linear_gemm_avx2(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  switch (a.w_dtype) {
+    case DType::kF32:
+      return gemm<F32Weights>(a, n_begin, n_end);
+    case DType::kBF16:
+      return gemm<BF16Weights>(a, n_begin, n_end);
+    case DType::kF16:
+      return gemm<F16Weights>(a, n_begin, n_end);
+    default:
+      QS_CHECK_MSG(false, "linear_gemm_avx2: weight dtype not F32/F16/BF16");
+  }
+}
+
+}  // namespace qs::kernels::cpu

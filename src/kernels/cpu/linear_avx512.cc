@@ -1,0 +1,268 @@
+// kernels/cpu: AVX-512 linear kernels (GEMV for decode, packed-panel GEMM for prefill).
+// Weights are widened to f32 in registers (bf16 by a 16-bit shift, f16 by vcvtph2ps) and
+// every product is accumulated in f32, so results differ from the reference only by
+// summation order. Compiled with -mavx512f/bw/vl/dq (file suffix _avx512.cc).
+// GCC 12's AVX-512 headers build some intrinsics from _mm512_undefined_*(), which
+// -Wuninitialized flags once inlined (GCC bug 105593, fixed in GCC 13).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "core/check.h"
+#include "kernels/cpu/linear_cpu.h"
+
+namespace qs::kernels::cpu {
+namespace {
+
+// Loads 16 weights as f32; `load_tail` reads only the first `count` (< 16) and zeroes the
+// rest, so no byte past the end of a row is touched.
+struct F32Weights {
+  using T = float;
+  static __m512 load(const T* p) { return _mm512_loadu_ps(p); }
+  static __m512 load_tail(const T* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+  static float scalar(const T* p) { return *p; }
+};
+
+struct BF16Weights {
+  using T = uint16_t;
+  static __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static __m512 load(const T* p) {
+    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static __m512 load_tail(const T* p, __mmask16 mask) {
+    return widen(_mm256_maskz_loadu_epi16(mask, p));
+  }
+  static float scalar(const T* p) { return bf16_to_f32(*p); }
+};
+
+struct F16Weights {
+  using T = uint16_t;
+  static __m512 load(const T* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static __m512 load_tail(const T* p, __mmask16 mask) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
+  }
+  static float scalar(const T* p) { return _cvtsh_ss(*p); }
+};
+
+// Horizontal sum. (_mm512_reduce_add_ps trips GCC 12's -Wuninitialized inside its header.)
+float reduce_add(__m512 v) {
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 s = _mm512_castps512_ps128(v);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__mmask16 first_lanes(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
+}
+
+// ---- GEMV: M rows of x against R rows of w at a time ----------------------------------
+// Each weight vector is loaded once and used for all M rows of x, so w is streamed from
+// memory exactly once per call; M * R independent accumulators hide the FMA latency.
+template <class W, int M, int R>
+void gemv_block(const LinearArgs& a, int64_t i0, int64_t j) {
+  const auto* w = static_cast<const typename W::T*>(a.w) + j * a.k;
+  const float* x = a.x + i0 * a.k;
+  const int64_t k = a.k;
+  __m512 acc[M][R];
+  for (int i = 0; i < M; ++i)
+    for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
+  int64_t kk = 0;
+  for (; kk + 16 <= k; kk += 16) {
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = W::load(w + r * k + kk);
+    for (int i = 0; i < M; ++i) {
+      const __m512 xv = _mm512_loadu_ps(x + i * k + kk);
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
+    }
+  }
+  if (kk < k) {
+    const __mmask16 mask = first_lanes(k - kk);
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = W::load_tail(w + r * k + kk, mask);
+    for (int i = 0; i < M; ++i) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * k + kk);
+      for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    for (int r = 0; r < R; ++r) {
+      const float b = a.bias != nullptr ? a.bias[j + r] : 0.0f;
+      a.y[(i0 + i) * a.n + j + r] = reduce_add(acc[i][r]) + b;
+    }
+  }
+}
+
+// Rows of w per block: as many as keep M * R accumulators within 16 of the 32 registers.
+template <int M>
+constexpr int gemv_rows() {
+  return M <= 2 ? 8 : (M <= 4 ? 4 : 2);
+}
+
+template <class W, int M>
+void gemv_rows_of_x(const LinearArgs& a, int64_t i0, int64_t n_begin, int64_t n_end) {
+  constexpr int R = gemv_rows<M>();
+  int64_t j = n_begin;
+  for (; j + R <= n_end; j += R) gemv_block<W, M, R>(a, i0, j);
+  for (; j < n_end; ++j) gemv_block<W, M, 1>(a, i0, j);
+}
+
+template <class W>
+void gemv(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  // Groups of up to 8 rows of x; decode calls have m <= 8, so one pass over w.
+  for (int64_t i0 = 0; i0 < a.m; i0 += 8) {
+    switch (std::min<int64_t>(8, a.m - i0)) {
+      case 1:
+        gemv_rows_of_x<W, 1>(a, i0, n_begin, n_end);
+        break;
+      case 2:
+        gemv_rows_of_x<W, 2>(a, i0, n_begin, n_end);
+        break;
+      case 3:
+        gemv_rows_of_x<W, 3>(a, i0, n_begin, n_end);
+        break;
+      case 4:
+        gemv_rows_of_x<W, 4>(a, i0, n_begin, n_end);
+        break;
+      case 5:
+        gemv_rows_of_x<W, 5>(a, i0, n_begin, n_end);
+        break;
+      case 6:
+        gemv_rows_of_x<W, 6>(a, i0, n_begin, n_end);
+        break;
+      case 7:
+        gemv_rows_of_x<W, 7>(a, i0, n_begin, n_end);
+        break;
+      default:
+        gemv_rows_of_x<W, 8>(a, i0, n_begin, n_end);
+        break;
+    }
+  }
+}
+
+// ---- GEMM: f32 panels of w, MR x NR register tiles -------------------------------------
+// Loop nest (per thread, over its own columns): k in blocks of kKC; inside, NR columns of w
+// are converted to an f32 panel laid out [kc][NR] (one panel per pass, on the stack, kept in
+// L1/L2), then every MR-row strip of x is multiplied into y with MR x NR accumulators.
+// x[:, kb:kb+kKC] (m * 1 KiB) stays in L2 across all panels of that k block.
+constexpr int kNR = 32;   // two zmm of output columns
+constexpr int kMR = 12;   // 24 accumulators + 2 panel vectors + broadcasts < 32 registers
+constexpr int kKC = 256;  // panel = 256 * 32 * 4 B = 32 KiB
+
+template <class W>
+void pack_panel(const LinearArgs& a, int64_t j0, int64_t nr, int64_t kb, int64_t kc, float* panel) {
+  const auto* w = static_cast<const typename W::T*>(a.w);
+  for (int64_t jj = 0; jj < nr; ++jj) {
+    const auto* row = w + (j0 + jj) * a.k + kb;
+    int64_t kk = 0;
+    for (; kk + 16 <= kc; kk += 16) {
+      alignas(64) float tmp[16];
+      _mm512_store_ps(tmp, W::load(row + kk));
+      for (int t = 0; t < 16; ++t) panel[(kk + t) * kNR + jj] = tmp[t];
+    }
+    for (; kk < kc; ++kk) panel[kk * kNR + jj] = W::scalar(row + kk);
+  }
+  // Columns past the end of w multiply into lanes that are never stored; zero them so they
+  // hold no NaN garbage that could slow the FMAs.
+  for (int64_t jj = nr; jj < kNR; ++jj)
+    for (int64_t kk = 0; kk < kc; ++kk) panel[kk * kNR + jj] = 0.0f;
+}
+
+// y[R, nr] (+)= x[R, kc] @ panel[kc, NR]; `first` starts from the bias (or zero) instead of y.
+template <int R>
+void micro_kernel(const float* x, int64_t ldx, const float* panel, int64_t kc, float* y,
+                  int64_t ldy, int64_t nr, bool first, const float* bias) {
+  const __mmask16 m0 = first_lanes(nr), m1 = first_lanes(nr - 16 > 0 ? nr - 16 : 0);
+  __m512 c0[R], c1[R];
+  if (first) {
+    const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+    const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) c0[r] = b0, c1[r] = b1;
+  } else {
+    for (int r = 0; r < R; ++r) {
+      c0[r] = _mm512_maskz_loadu_ps(m0, y + r * ldy);
+      c1[r] = _mm512_maskz_loadu_ps(m1, y + r * ldy + 16);
+    }
+  }
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const __m512 p0 = _mm512_load_ps(panel + kk * kNR);
+    const __m512 p1 = _mm512_load_ps(panel + kk * kNR + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 xv = _mm512_set1_ps(x[r * ldx + kk]);
+      c0[r] = _mm512_fmadd_ps(xv, p0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(xv, p1, c1[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_mask_storeu_ps(y + r * ldy, m0, c0[r]);
+    _mm512_mask_storeu_ps(y + r * ldy + 16, m1, c1[r]);
+  }
+}
+
+using MicroKernel = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
+                             bool, const float*);
+
+template <int... Rs>
+constexpr auto make_micro_table(std::integer_sequence<int, Rs...>) {
+  return std::array<MicroKernel, sizeof...(Rs)>{&micro_kernel<Rs + 1>...};
+}
+// kMicroKernels[r - 1] handles a strip of r rows.
+constexpr auto kMicroKernels = make_micro_table(std::make_integer_sequence<int, kMR>{});
+
+template <class W>
+void gemm(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  alignas(64) float panel[kKC * kNR];
+  for (int64_t kb = 0; kb < a.k; kb += kKC) {
+    const int64_t kc = std::min<int64_t>(kKC, a.k - kb);
+    for (int64_t j0 = n_begin; j0 < n_end; j0 += kNR) {
+      const int64_t nr = std::min<int64_t>(kNR, n_end - j0);
+      pack_panel<W>(a, j0, nr, kb, kc, panel);
+      const float* bias = a.bias != nullptr ? a.bias + j0 : nullptr;
+      for (int64_t i0 = 0; i0 < a.m; i0 += kMR) {
+        const int64_t mr = std::min<int64_t>(kMR, a.m - i0);
+        kMicroKernels[mr - 1](a.x + i0 * a.k + kb, a.k, panel, kc, a.y + i0 * a.n + j0, a.n, nr,
+                              kb == 0, bias);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void linear_gemv_avx512(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  switch (a.w_dtype) {
+    case DType::kF32:
+      return gemv<F32Weights>(a, n_begin, n_end);
+    case DType::kBF16:
+      return gemv<BF16Weights>(a, n_begin, n_end);
+    case DType::kF16:
+      return gemv<F16Weights>(a, n_begin, n_end);
+    default:
+      QS_CHECK_MSG(false, "linear_gemv_avx512: weight dtype not F32/F16/BF16");
+  }
+}
+
+void linear_gemm_avx512(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  switch (a.w_dtype) {
+    case DType::kF32:
+      return gemm<F32Weights>(a, n_begin, n_end);
+    case DType::kBF16:
+      return gemm<BF16Weights>(a, n_begin, n_end);
+    case DType::kF16:
+      return gemm<F16Weights>(a, n_begin, n_end);
+    default:
+      QS_CHECK_MSG(false, "linear_gemm_avx512: weight dtype not F32/F16/BF16");
+  }
+}
+
+}  // namespace qs::kernels::cpu
