@@ -1,0 +1,64 @@
+// engine: KvCache.
+#include "engine/kv_cache.h"
+
+#include <string>
+
+#include "core/check.h"
+
+namespace qs::engine {
+
+KvCache::KvCache(const KvCacheConfig& config) : config_(config), allocator_(config.n_blocks) {
+  QS_CHECK(config.n_layers > 0 && config.n_kv_heads > 0 && config.head_dim > 0 &&
+           config.block_size > 0);
+  const std::vector<int64_t> shape = {config.n_blocks, config.block_size, config.n_kv_heads,
+                                      config.head_dim};
+  for (int64_t i = 0; i < config.n_layers; ++i) {
+    k_.push_back(Tensor::zeros(DType::kF32, shape));
+    v_.push_back(Tensor::zeros(DType::kF32, shape));
+    ops::PagedKvLayer view;
+    view.dtype = DType::kF32;
+    view.k = k_.back().data;
+    view.v = v_.back().data;
+    view.n_blocks = config.n_blocks;
+    view.block_size = config.block_size;
+    view.n_kv_heads = config.n_kv_heads;
+    view.head_dim = config.head_dim;
+    views_.push_back(view);
+  }
+}
+
+int64_t KvCache::size_bytes() const {
+  int64_t total = 0;
+  for (size_t i = 0; i < k_.size(); ++i) total += k_[i].nbytes() + v_[i].nbytes();
+  return total;
+}
+
+Status KvCache::reserve(int64_t seq_id, int64_t n_tokens) {
+  std::vector<int32_t>& table = tables_[seq_id];
+  const int64_t need = (n_tokens + config_.block_size - 1) / config_.block_size;
+  const int64_t have = static_cast<int64_t>(table.size());
+  if (need <= have) return ok_status();
+  Status s = allocator_.allocate(need - have, &table);
+  if (!s.ok()) {
+    if (table.empty()) tables_.erase(seq_id);
+    return s.with_context("sequence " + std::to_string(seq_id) + " needs " +
+                          std::to_string(n_tokens) + " tokens (block size " +
+                          std::to_string(config_.block_size) + ")");
+  }
+  return ok_status();
+}
+
+void KvCache::release(int64_t seq_id) {
+  auto it = tables_.find(seq_id);
+  if (it == tables_.end()) return;
+  allocator_.free(it->second);
+  tables_.erase(it);
+}
+
+const std::vector<int32_t>& KvCache::block_table(int64_t seq_id) const {
+  auto it = tables_.find(seq_id);
+  QS_CHECK_MSG(it != tables_.end(), "block table of an unknown sequence");
+  return it->second;
+}
+
+}  // namespace qs::engine

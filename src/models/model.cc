@@ -1,0 +1,201 @@
+// models: loading a checkpoint against its declarative tensor list, and the batched forward.
+#include "models/model.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/log.h"
+#include "io/checkpoint.h"
+#include "ops/elementwise.h"
+#include "ops/linear.h"
+
+namespace qs::models {
+namespace {
+
+// Checks every expected tensor at once so that a broken checkpoint is reported in one go.
+Status validate_tensors(const io::Checkpoint& ckpt, const ModelConfig& config) {
+  std::vector<std::string> problems;
+  std::set<std::string> expected_names;
+  for (const TensorSpec& spec : expected_tensors(config)) {
+    expected_names.insert(spec.name);
+    if (!ckpt.has(spec.name)) {
+      problems.push_back("tensor '" + spec.name + "' is missing (expected shape " +
+                         shape_string(spec.shape) + ")");
+      continue;
+    }
+    auto t = ckpt.get(spec.name);
+    if (!t.ok()) {
+      problems.push_back(t.status().message());
+    } else if (t->shape != spec.shape) {
+      problems.push_back(ckpt.file_of(spec.name) + ": tensor '" + spec.name + "' has shape " +
+                         shape_string(t->shape) + ", expected " + shape_string(spec.shape));
+    } else if (!dtype_is_float(t->dtype)) {
+      problems.push_back(ckpt.file_of(spec.name) + ": tensor '" + spec.name + "' has dtype " +
+                         dtype_name(t->dtype) + ", expected a float type");
+    }
+  }
+  if (!problems.empty()) {
+    std::string msg = ckpt.dir() + ": checkpoint does not match " + config.architecture + ":";
+    const size_t shown = std::min<size_t>(problems.size(), 8);
+    for (size_t i = 0; i < shown; ++i) msg += "\n  " + problems[i];
+    if (problems.size() > shown) {
+      msg += "\n  ... and " + std::to_string(problems.size() - shown) + " more";
+    }
+    return invalid_argument(msg);
+  }
+  for (const std::string& name : ckpt.names()) {
+    // Tied checkpoints may still carry lm_head.weight, which transformers ignores too.
+    if (expected_names.count(name) == 0 &&
+        !(config.tie_word_embeddings && name == "lm_head.weight")) {
+      QS_LOG_WARN("%s: ignoring unexpected tensor '%s'", ckpt.dir().c_str(), name.c_str());
+    }
+  }
+  return ok_status();
+}
+
+// Validated above: present, right shape, float dtype.
+Tensor get(const io::Checkpoint& ckpt, const std::string& name) {
+  return ckpt.get(name).value();
+}
+
+std::vector<float> get_f32(const io::Checkpoint& ckpt, const std::string& name) {
+  return ckpt.get(name).value().to_f32();
+}
+
+std::vector<float> get_f32_if(bool present, const io::Checkpoint& ckpt, const std::string& name) {
+  return present ? get_f32(ckpt, name) : std::vector<float>();
+}
+
+// Row `id` of the embedding as f32.
+void embed_row(const Tensor& embed, int32_t id, float* out) {
+  const int64_t d = embed.dim(1);
+  const int64_t base = static_cast<int64_t>(id) * d;
+  if (embed.dtype == DType::kF32) {
+    std::copy_n(embed.ptr<const float>() + base, d, out);
+  } else if (embed.dtype == DType::kBF16) {
+    const uint16_t* src = embed.ptr<const uint16_t>() + base;
+    for (int64_t j = 0; j < d; ++j) out[j] = bf16_to_f32(src[j]);
+  } else {
+    for (int64_t j = 0; j < d; ++j) out[j] = load_as_f32(embed.dtype, embed.data, base + j);
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir) {
+  QS_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
+  QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(dir));
+  QS_RETURN_IF_ERROR(validate_tensors(ckpt, config));
+
+  auto m = std::unique_ptr<Model>(new Model());
+  m->config_ = config;
+  m->inv_freq_ = rope_inv_freq(config);
+  m->embed_ = get(ckpt, "model.embed_tokens.weight");
+  m->layers_.resize(config.n_layers);
+  for (int64_t i = 0; i < config.n_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    DecoderLayerWeights& l = m->layers_[i];
+    l.attn_norm = get_f32(ckpt, p + "input_layernorm.weight");
+    l.mlp_norm = get_f32(ckpt, p + "post_attention_layernorm.weight");
+    AttentionWeights& a = l.attn;
+    a.wq = get(ckpt, p + "self_attn.q_proj.weight");
+    a.wk = get(ckpt, p + "self_attn.k_proj.weight");
+    a.wv = get(ckpt, p + "self_attn.v_proj.weight");
+    a.wo = get(ckpt, p + "self_attn.o_proj.weight");
+    a.bq = get_f32_if(config.qkv_bias, ckpt, p + "self_attn.q_proj.bias");
+    a.bk = get_f32_if(config.qkv_bias, ckpt, p + "self_attn.k_proj.bias");
+    a.bv = get_f32_if(config.qkv_bias, ckpt, p + "self_attn.v_proj.bias");
+    a.bo = get_f32_if(config.o_bias, ckpt, p + "self_attn.o_proj.bias");
+    a.q_norm = get_f32_if(config.qk_norm, ckpt, p + "self_attn.q_norm.weight");
+    a.k_norm = get_f32_if(config.qk_norm, ckpt, p + "self_attn.k_norm.weight");
+    a.sliding_window = config.sliding_window[i];
+    MlpWeights& f = l.mlp;
+    f.gate = get(ckpt, p + "mlp.gate_proj.weight");
+    f.up = get(ckpt, p + "mlp.up_proj.weight");
+    f.down = get(ckpt, p + "mlp.down_proj.weight");
+    f.b_gate = get_f32_if(config.mlp_bias, ckpt, p + "mlp.gate_proj.bias");
+    f.b_up = get_f32_if(config.mlp_bias, ckpt, p + "mlp.up_proj.bias");
+    f.b_down = get_f32_if(config.mlp_bias, ckpt, p + "mlp.down_proj.bias");
+  }
+  m->final_norm_ = get_f32(ckpt, "model.norm.weight");
+  m->lm_head_ = config.tie_word_embeddings ? m->embed_ : get(ckpt, "lm_head.weight");
+  return m;
+}
+
+Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLayer> kv,
+                      ThreadPool& pool, std::vector<float>* logits) const {
+  const ModelConfig& c = config_;
+  const int64_t n_tokens = static_cast<int64_t>(batch.token_ids.size());
+  const int64_t hidden = c.hidden_size;
+  if (n_tokens == 0 || batch.seqs.empty()) return invalid_argument("forward: empty batch");
+  if (static_cast<int64_t>(kv.size()) != c.n_layers) {
+    return invalid_argument("forward: KV cache has " + std::to_string(kv.size()) +
+                            " layers, the model " + std::to_string(c.n_layers));
+  }
+  for (const auto& layer : kv) {
+    if (layer.n_kv_heads != c.n_kv_heads || layer.head_dim != c.head_dim) {
+      return invalid_argument("forward: KV cache layout [" + std::to_string(layer.n_kv_heads) +
+                              " heads x " + std::to_string(layer.head_dim) +
+                              "] does not match the model's [" + std::to_string(c.n_kv_heads) +
+                              " x " + std::to_string(c.head_dim) + "]");
+    }
+  }
+  QS_RETURN_IF_ERROR(ops::validate_paged_batch(kv[0], batch.seqs, n_tokens));
+
+  std::vector<int32_t> positions(n_tokens);
+  for (const auto& s : batch.seqs) {
+    if (s.start_pos + s.n_query > c.max_position_embeddings) {
+      return out_of_range("forward: a sequence of " + std::to_string(s.start_pos + s.n_query) +
+                          " tokens exceeds max_position_embeddings " +
+                          std::to_string(c.max_position_embeddings));
+    }
+    for (int64_t j = 0; j < s.n_query; ++j) {
+      positions[s.query_start + j] = static_cast<int32_t>(s.start_pos + j);
+    }
+  }
+
+  // x: [n_tokens, hidden], the residual stream.
+  std::vector<float> x(n_tokens * hidden), h(n_tokens * hidden), delta(n_tokens * hidden);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int32_t id = batch.token_ids[t];
+    if (id < 0 || id >= c.vocab_size) {
+      return invalid_argument("forward: token id " + std::to_string(id) +
+                              " outside the vocabulary of " + std::to_string(c.vocab_size));
+    }
+    embed_row(embed_, id, x.data() + t * hidden);
+  }
+  std::vector<float> cos, sin;  // [n_tokens, head_dim / 2]
+  rope_tables(inv_freq_, positions, &cos, &sin);
+
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  BlockScratch scratch;
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const DecoderLayerWeights& l = layers_[i];
+    ops::rms_norm(x.data(), n_tokens, hidden, l.attn_norm.data(), eps, h.data());
+    QS_RETURN_IF_ERROR(attention_block(c, l.attn, h.data(), n_tokens, cos.data(), sin.data(), kv[i],
+                                       batch.seqs, scratch, delta.data(), pool));
+    ops::add_inplace(x.data(), delta.data(), n_tokens * hidden);
+    ops::rms_norm(x.data(), n_tokens, hidden, l.mlp_norm.data(), eps, h.data());
+    QS_RETURN_IF_ERROR(mlp_block(c, l.mlp, h.data(), n_tokens, scratch, delta.data(), pool));
+    ops::add_inplace(x.data(), delta.data(), n_tokens * hidden);
+  }
+
+  // Only the rows whose logits are wanted go through the final norm and lm_head.
+  int64_t n_rows = n_tokens;
+  if (!batch.all_logits) {
+    n_rows = static_cast<int64_t>(batch.seqs.size());
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const auto& s = batch.seqs[r];
+      std::copy_n(x.data() + (s.query_start + s.n_query - 1) * hidden, hidden,
+                  h.data() + r * hidden);
+    }
+    ops::rms_norm(h.data(), n_rows, hidden, final_norm_.data(), eps, h.data());
+  } else {
+    ops::rms_norm(x.data(), n_rows, hidden, final_norm_.data(), eps, h.data());
+  }
+  logits->resize(n_rows * c.vocab_size);
+  return ops::linear(h.data(), n_rows, lm_head_, nullptr, logits->data(), pool);
+}
+
+}  // namespace qs::models

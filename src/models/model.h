@@ -1,0 +1,60 @@
+// models: a loaded decoder-only model and its one forward pass, batched and paged as vLLM's:
+// the tokens of several sequences go through every matmul together, each sequence attends to
+// its own blocks of the paged KV cache, and prefill chunks mix freely with decode steps.
+// A single prompt is a batch of one; there is no other path.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "models/blocks.h"
+#include "models/model_config.h"
+#include "ops/attention.h"
+
+namespace qs::models {
+
+// The input of one forward call.
+struct ForwardBatch {
+  // [n_tokens]: the new tokens of every sequence, back to back in the order of `seqs`.
+  std::vector<int32_t> token_ids;
+  // Per sequence: its rows of token_ids (query_start, n_query), how many of its tokens are
+  // already in the cache (start_pos; the new ones sit at start_pos, start_pos + 1, ...), and
+  // its block table, which must already cover start_pos + n_query tokens.
+  std::vector<ops::AttentionSeq> seqs;
+  // false: logits of the last new token of each sequence, [n_seqs, vocab];
+  // true: logits of every token, [n_tokens, vocab] (goldens, perplexity).
+  bool all_logits = false;
+};
+
+class Model {
+ public:
+  // Reads config.json and the safetensors of `dir`, checks every tensor against
+  // expected_tensors() (each missing or misshapen one is named with its file, expected and
+  // found shape; unexpected extra tensors are logged as warnings), and keeps matmul weights
+  // as zero-copy views of the mapping. Norm weights and biases are converted to f32.
+  static Result<std::unique_ptr<Model>> load(const std::string& dir);
+
+  const ModelConfig& config() const { return config_; }
+
+  // Runs the batch, writing its K/V into `kv` (one entry per layer) and the requested logits
+  // into `logits` (resized). Invalid token ids, positions past max_position_embeddings and
+  // block tables that do not fit the cache are errors.
+  Status forward(const ForwardBatch& batch, std::span<const ops::PagedKvLayer> kv, ThreadPool& pool,
+                 std::vector<float>* logits) const;
+
+ private:
+  ModelConfig config_;
+  std::vector<float> inv_freq_;  // [head_dim / 2]
+  Tensor embed_;                 // [vocab, hidden]
+  std::vector<DecoderLayerWeights> layers_;
+  std::vector<float> final_norm_;  // [hidden]
+  Tensor lm_head_;                 // [vocab, hidden]; the embedding itself when tied
+};
+
+}  // namespace qs::models

@@ -1,0 +1,322 @@
+// models: config.json parsing common to every family, RoPE frequencies and the tensor list.
+#include "models/model_config.h"
+
+#include <cmath>
+
+#include "io/checkpoint.h"
+#include "models/families.h"
+
+namespace qs::models {
+
+using nlohmann::json;
+
+const std::vector<FamilyDef>& family_table() {
+  static const std::vector<FamilyDef> kTable = {
+      {"LlamaForCausalLM", Family::kLlama, parse_llama_family},
+      {"MistralForCausalLM", Family::kMistral, parse_mistral_family},
+      {"Qwen2ForCausalLM", Family::kQwen2, parse_qwen2_family},
+      {"Qwen3ForCausalLM", Family::kQwen3, parse_qwen3_family},
+  };
+  return kTable;
+}
+
+std::vector<std::string> supported_architectures() {
+  std::vector<std::string> names;
+  for (const auto& f : family_table()) names.emplace_back(f.architecture);
+  return names;
+}
+
+Result<std::optional<int64_t>> json_int(const json& config, const std::string& key) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::optional<int64_t>();
+  if (!it->is_number_integer())
+    return invalid_argument("config field '" + key + "' must be an integer, got " + it->dump());
+  return std::optional<int64_t>(it->get<int64_t>());
+}
+
+Result<std::optional<double>> json_double(const json& config, const std::string& key) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::optional<double>();
+  if (!it->is_number())
+    return invalid_argument("config field '" + key + "' must be a number, got " + it->dump());
+  return std::optional<double>(it->get<double>());
+}
+
+Result<std::optional<bool>> json_bool(const json& config, const std::string& key) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::optional<bool>();
+  if (!it->is_boolean())
+    return invalid_argument("config field '" + key + "' must be true or false, got " + it->dump());
+  return std::optional<bool>(it->get<bool>());
+}
+
+namespace {
+
+Status require_positive(const json& config, const std::string& key, int64_t* out) {
+  QS_ASSIGN_OR_RETURN(auto v, json_int(config, key));
+  if (!v) return invalid_argument("config field '" + key + "' is missing");
+  if (*v <= 0)
+    return invalid_argument("config field '" + key + "' must be positive, got " +
+                            std::to_string(*v));
+  *out = *v;
+  return ok_status();
+}
+
+// rope_scaling (transformers <= 4.x) or rope_parameters (transformers 5), with the rope_type
+// spelled "rope_type" or, in older configs, "type".
+Status parse_rope(const json& config, RopeConfig* rope) {
+  QS_ASSIGN_OR_RETURN(auto theta, json_double(config, "rope_theta"));
+  const json* scaling = nullptr;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = config.find(key);
+    if (it != config.end() && !it->is_null()) {
+      if (!it->is_object())
+        return invalid_argument(std::string("config field '") + key + "' must be an object");
+      scaling = &*it;
+      break;
+    }
+  }
+  if (scaling != nullptr && !theta) {
+    QS_ASSIGN_OR_RETURN(theta, json_double(*scaling, "rope_theta"));
+  }
+  if (theta) {
+    if (!(*theta > 0)) return invalid_argument("config field 'rope_theta' must be positive");
+    rope->theta = *theta;
+  }
+  if (scaling == nullptr) return ok_status();
+
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"}) {
+    auto it = scaling->find(key);
+    if (it != scaling->end() && it->is_string()) {
+      type = it->get<std::string>();
+      break;
+    }
+  }
+  if (type == "default") return ok_status();
+  if (type != "linear" && type != "dynamic" && type != "llama3") {
+    return unimplemented("rope_scaling type '" + type +
+                         "' is not supported (supported: default, linear, dynamic, llama3)");
+  }
+  QS_ASSIGN_OR_RETURN(auto factor, json_double(*scaling, "factor"));
+  if (!factor) return invalid_argument("rope_scaling '" + type + "' needs 'factor'");
+  if (!(*factor > 0)) return invalid_argument("rope_scaling 'factor' must be positive");
+  rope->factor = *factor;
+  if (type == "linear") {
+    rope->scaling = RopeScaling::kLinear;
+  } else if (type == "dynamic") {
+    rope->scaling = RopeScaling::kDynamic;
+  } else {
+    rope->scaling = RopeScaling::kLlama3;
+    QS_ASSIGN_OR_RETURN(auto low, json_double(*scaling, "low_freq_factor"));
+    QS_ASSIGN_OR_RETURN(auto high, json_double(*scaling, "high_freq_factor"));
+    QS_ASSIGN_OR_RETURN(auto orig, json_int(*scaling, "original_max_position_embeddings"));
+    if (!low || !high || !orig) {
+      return invalid_argument(
+          "rope_scaling 'llama3' needs low_freq_factor, high_freq_factor and "
+          "original_max_position_embeddings");
+    }
+    if (!(*high > *low) || *low <= 0 || *orig <= 0) {
+      return invalid_argument(
+          "rope_scaling 'llama3' needs 0 < low_freq_factor < high_freq_factor and "
+          "original_max_position_embeddings > 0");
+    }
+    rope->low_freq_factor = *low;
+    rope->high_freq_factor = *high;
+    rope->original_max_position_embeddings = *orig;
+  }
+  return ok_status();
+}
+
+Status parse_token_ids(const json& config, ModelConfig* out) {
+  QS_ASSIGN_OR_RETURN(auto bos, json_int(config, "bos_token_id"));
+  if (bos) out->bos_token_id = static_cast<int32_t>(*bos);
+  auto it = config.find("eos_token_id");
+  if (it == config.end() || it->is_null()) return ok_status();
+  if (it->is_number_integer()) {
+    out->eos_token_ids.push_back(it->get<int32_t>());
+  } else if (it->is_array()) {
+    for (const auto& e : *it) {
+      if (!e.is_number_integer())
+        return invalid_argument("config field 'eos_token_id' must hold integers");
+      out->eos_token_ids.push_back(e.get<int32_t>());
+    }
+  } else {
+    return invalid_argument("config field 'eos_token_id' must be an integer or a list of integers");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status parse_qwen_sliding_window(const json& config, ModelConfig* out) {
+  auto types = config.find("layer_types");
+  QS_ASSIGN_OR_RETURN(auto window, json_int(config, "sliding_window"));
+  if (types != config.end() && !types->is_null()) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != out->n_layers) {
+      return invalid_argument("config field 'layer_types' must list one type per layer (" +
+                              std::to_string(out->n_layers) + ")");
+    }
+    for (int64_t i = 0; i < out->n_layers; ++i) {
+      const json& t = (*types)[i];
+      if (t == "full_attention") continue;
+      if (t != "sliding_attention")
+        return unimplemented("layer type " + t.dump() + " is not supported");
+      if (!window || *window <= 0)
+        return invalid_argument("'sliding_attention' layers need a positive 'sliding_window'");
+      out->sliding_window[i] = *window;
+    }
+    return ok_status();
+  }
+  QS_ASSIGN_OR_RETURN(auto use, json_bool(config, "use_sliding_window"));
+  if (!use.value_or(false) || !window) return ok_status();
+  if (*window <= 0) return invalid_argument("config field 'sliding_window' must be positive");
+  QS_ASSIGN_OR_RETURN(auto max_window_layers, json_int(config, "max_window_layers"));
+  for (int64_t i = max_window_layers.value_or(0); i < out->n_layers; ++i)
+    out->sliding_window[i] = *window;
+  return ok_status();
+}
+
+Result<ModelConfig> parse_model_config(const json& config) {
+  if (!config.is_object()) return invalid_argument("config.json must hold a JSON object");
+  ModelConfig out;
+  auto arch = config.find("architectures");
+  if (arch == config.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string()) {
+    return invalid_argument("config field 'architectures' must be a non-empty list of names");
+  }
+  out.architecture = (*arch)[0].get<std::string>();
+  const FamilyDef* family = nullptr;
+  for (const auto& f : family_table()) {
+    if (out.architecture == f.architecture) family = &f;
+  }
+  if (family == nullptr) {
+    std::string list;
+    for (const auto& name : supported_architectures()) list += (list.empty() ? "" : ", ") + name;
+    return unimplemented("unsupported architecture '" + out.architecture + "' (supported: " + list +
+                         ")");
+  }
+  out.family = family->family;
+
+  QS_RETURN_IF_ERROR(require_positive(config, "vocab_size", &out.vocab_size));
+  QS_RETURN_IF_ERROR(require_positive(config, "hidden_size", &out.hidden_size));
+  QS_RETURN_IF_ERROR(require_positive(config, "intermediate_size", &out.intermediate_size));
+  QS_RETURN_IF_ERROR(require_positive(config, "num_hidden_layers", &out.n_layers));
+  QS_RETURN_IF_ERROR(require_positive(config, "num_attention_heads", &out.n_heads));
+  out.n_kv_heads = out.n_heads;
+  if (config.contains("num_key_value_heads") && !config["num_key_value_heads"].is_null()) {
+    QS_RETURN_IF_ERROR(require_positive(config, "num_key_value_heads", &out.n_kv_heads));
+  }
+  // 0 until a family or an explicit head_dim says otherwise; checked below.
+  out.head_dim = out.hidden_size % out.n_heads == 0 ? out.hidden_size / out.n_heads : 0;
+  if (config.contains("head_dim") && !config["head_dim"].is_null()) {
+    QS_RETURN_IF_ERROR(require_positive(config, "head_dim", &out.head_dim));
+  }
+  out.max_position_embeddings = 2048;  // transformers' LlamaConfig default
+  if (config.contains("max_position_embeddings")) {
+    QS_RETURN_IF_ERROR(
+        require_positive(config, "max_position_embeddings", &out.max_position_embeddings));
+  }
+  QS_ASSIGN_OR_RETURN(auto eps, json_double(config, "rms_norm_eps"));
+  if (eps) out.rms_norm_eps = *eps;
+  QS_ASSIGN_OR_RETURN(auto tie, json_bool(config, "tie_word_embeddings"));
+  out.tie_word_embeddings = tie.value_or(false);
+  auto act = config.find("hidden_act");
+  if (act != config.end() && !act->is_null() && *act != "silu") {
+    return unimplemented("hidden_act " + act->dump() + " is not supported (only silu)");
+  }
+  QS_RETURN_IF_ERROR(parse_rope(config, &out.rope));
+  QS_RETURN_IF_ERROR(parse_token_ids(config, &out));
+  out.sliding_window.assign(out.n_layers, 0);
+
+  QS_RETURN_IF_ERROR(family->parse(config, &out));
+
+  if (out.n_heads % out.n_kv_heads != 0) {
+    return invalid_argument("num_attention_heads (" + std::to_string(out.n_heads) +
+                            ") must be a multiple of num_key_value_heads (" +
+                            std::to_string(out.n_kv_heads) + ")");
+  }
+  if (out.head_dim == 0) {
+    return invalid_argument("hidden_size (" + std::to_string(out.hidden_size) +
+                            ") is not a multiple of num_attention_heads (" +
+                            std::to_string(out.n_heads) + ") and no head_dim is given");
+  }
+  if (out.head_dim % 2 != 0)
+    return invalid_argument("head_dim must be even for rotary embeddings, got " +
+                            std::to_string(out.head_dim));
+  if (!(out.rms_norm_eps > 0))
+    return invalid_argument("config field 'rms_norm_eps' must be positive");
+  return out;
+}
+
+Result<ModelConfig> load_model_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  QS_ASSIGN_OR_RETURN(json config, io::read_json(path));
+  auto parsed = parse_model_config(config);
+  if (!parsed.ok()) return parsed.status().with_context(path);
+  return parsed;
+}
+
+std::vector<float> rope_inv_freq(const ModelConfig& config) {
+  const int64_t half = config.head_dim / 2;
+  const RopeConfig& r = config.rope;
+  std::vector<float> inv(half);
+  for (int64_t i = 0; i < half; ++i) {
+    // transformers: 1 / base ** (arange(0, dim, 2).float() / dim), in f32.
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(config.head_dim);
+    inv[i] = static_cast<float>(1.0 / std::pow(r.theta, static_cast<double>(exponent)));
+  }
+  if (r.scaling == RopeScaling::kLinear) {
+    for (auto& f : inv) f = static_cast<float>(f / r.factor);
+  } else if (r.scaling == RopeScaling::kLlama3) {
+    // _compute_llama3_parameters: long wavelengths are slowed by `factor`, short ones kept,
+    // and the band in between is interpolated smoothly.
+    const double old_ctx = static_cast<double>(r.original_max_position_embeddings);
+    const double low_freq_wavelen = old_ctx / r.low_freq_factor;
+    const double high_freq_wavelen = old_ctx / r.high_freq_factor;
+    for (auto& f : inv) {
+      const double wavelen = 2.0 * M_PI / f;
+      if (wavelen > low_freq_wavelen) {
+        f = static_cast<float>(f / r.factor);
+      } else if (wavelen >= high_freq_wavelen) {
+        const double smooth =
+            (old_ctx / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+        f = static_cast<float>((1.0 - smooth) * f / r.factor + smooth * f);
+      }
+    }
+  }
+  return inv;
+}
+
+std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  std::vector<TensorSpec> t;
+  t.push_back({"model.embed_tokens.weight", {c.vocab_size, c.hidden_size}});
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.push_back({p + "input_layernorm.weight", {c.hidden_size}});
+    for (const auto& [name, rows] : {std::pair<const char*, int64_t>{"q_proj", q_dim},
+                                     {"k_proj", kv_dim},
+                                     {"v_proj", kv_dim}}) {
+      t.push_back({p + "self_attn." + name + ".weight", {rows, c.hidden_size}});
+      if (c.qkv_bias) t.push_back({p + "self_attn." + name + ".bias", {rows}});
+    }
+    t.push_back({p + "self_attn.o_proj.weight", {c.hidden_size, q_dim}});
+    if (c.o_bias) t.push_back({p + "self_attn.o_proj.bias", {c.hidden_size}});
+    if (c.qk_norm) {
+      t.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+      t.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+    }
+    t.push_back({p + "post_attention_layernorm.weight", {c.hidden_size}});
+    t.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size}});
+    if (c.mlp_bias) t.push_back({p + "mlp.gate_proj.bias", {c.intermediate_size}});
+    t.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size}});
+    if (c.mlp_bias) t.push_back({p + "mlp.up_proj.bias", {c.intermediate_size}});
+    t.push_back({p + "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size}});
+    if (c.mlp_bias) t.push_back({p + "mlp.down_proj.bias", {c.hidden_size}});
+  }
+  t.push_back({"model.norm.weight", {c.hidden_size}});
+  if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {c.vocab_size, c.hidden_size}});
+  return t;
+}
+
+}  // namespace qs::models
