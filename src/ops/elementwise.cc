@@ -1,61 +1,69 @@
-// ops: scalar implementations of the per-token ops (memory-light, not on the critical path
-// next to the matmuls; vectorised versions can replace them behind the same signatures).
+// ops: per-token ops, dispatched once per call to the SIMD kernels of the active ISA
+// (kernels/cpu/elementwise_*.cc) or to the scalar oracle (kernels/ref/elementwise_ref.cc).
 #include "ops/elementwise.h"
 
-#include <algorithm>
-#include <cmath>
+#include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/ref/elementwise_ref.h"
 
 namespace qs::ops {
 
+using kernels::Isa;
+
 void rms_norm(const float* x, int64_t m, int64_t d, const float* weight, float eps, float* y) {
-  for (int64_t i = 0; i < m; ++i) {
-    const float* xi = x + i * d;
-    float* yi = y + i * d;
-    double ss = 0.0;
-    for (int64_t j = 0; j < d; ++j) ss += static_cast<double>(xi[j]) * xi[j];
-    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / d) + eps);
-    for (int64_t j = 0; j < d; ++j) yi[j] = weight[j] * (xi[j] * inv);
+  switch (kernels::active_isa()) {
+    case Isa::kAvx512:
+      return kernels::cpu::rms_norm_avx512(x, m, d, weight, eps, y);
+    case Isa::kAvx2:
+      return kernels::cpu::rms_norm_avx2(x, m, d, weight, eps, y);
+    case Isa::kRef:
+      return kernels::ref::rms_norm(x, m, d, weight, eps, y);
   }
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  switch (kernels::active_isa()) {
+    case Isa::kAvx512:
+      return kernels::cpu::silu_mul_avx512(gate, up, n, out);
+    case Isa::kAvx2:
+      return kernels::cpu::silu_mul_avx2(gate, up, n, out);
+    case Isa::kRef:
+      return kernels::ref::silu_mul(gate, up, n, out);
   }
 }
 
 void rope_rotate_half(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                       const float* cos, const float* sin) {
-  const int64_t half = head_dim / 2;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* c = cos + t * half;
-    const float* s = sin + t * half;
-    for (int64_t h = 0; h < n_heads; ++h) {
-      float* v = x + (t * n_heads + h) * head_dim;
-      for (int64_t j = 0; j < half; ++j) {
-        const float x1 = v[j], x2 = v[j + half];
-        v[j] = x1 * c[j] - x2 * s[j];
-        v[j + half] = x2 * c[j] + x1 * s[j];
-      }
-    }
+  switch (kernels::active_isa()) {
+    case Isa::kAvx512:
+      return kernels::cpu::rope_rotate_half_avx512(x, n_tokens, n_heads, head_dim, cos, sin);
+    case Isa::kAvx2:
+      return kernels::cpu::rope_rotate_half_avx2(x, n_tokens, n_heads, head_dim, cos, sin);
+    case Isa::kRef:
+      return kernels::ref::rope_rotate_half(x, n_tokens, n_heads, head_dim, cos, sin);
   }
 }
 
 void softmax(float* x, int64_t n) {
-  if (n <= 0) return;
-  const float mx = *std::max_element(x, x + n);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
+  switch (kernels::active_isa()) {
+    case Isa::kAvx512:
+      return kernels::cpu::softmax_avx512(x, n);
+    case Isa::kAvx2:
+      return kernels::cpu::softmax_avx2(x, n);
+    case Isa::kRef:
+      return kernels::ref::softmax(x, n);
   }
-  const float inv = 1.0f / sum;
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  switch (kernels::active_isa()) {
+    case Isa::kAvx512:
+      return kernels::cpu::add_inplace_avx512(y, x, n);
+    case Isa::kAvx2:
+      return kernels::cpu::add_inplace_avx2(y, x, n);
+    case Isa::kRef:
+      return kernels::ref::add_inplace(y, x, n);
+  }
 }
 
 }  // namespace qs::ops

@@ -52,18 +52,25 @@ void gemv_block(const LinearArgs& a, int64_t i0, int64_t j) {
   const float* x = a.x + i0 * a.k;
   const int64_t k = a.k;
   __m256 acc[M][R];
+#pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[i][r] = _mm256_setzero_ps();
   int64_t kk = 0;
   for (; kk + 8 <= k; kk += 8) {
     __m256 wv[R];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) wv[r] = W::load(w + r * k + kk);
+#pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const __m256 xv = _mm256_loadu_ps(x + i * k + kk);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
     }
   }
+#pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       float s = reduce_add(acc[i][r]);
       for (int64_t t = kk; t < k; ++t) s += x[i * k + t] * W::scalar(w + r * k + t);
@@ -133,6 +140,7 @@ void pack_panel(const LinearArgs& a, int64_t j0, int64_t nr, int64_t kb, int64_t
     for (; kk + 8 <= kc; kk += 8) {
       alignas(32) float tmp[8];
       _mm256_store_ps(tmp, W::load(row + kk));
+#pragma GCC unroll 16
       for (int t = 0; t < 8; ++t) panel[(kk + t) * kNR + jj] = tmp[t];
     }
     for (; kk < kc; ++kk) panel[kk * kNR + jj] = W::scalar(row + kk);
@@ -150,8 +158,10 @@ void micro_kernel(const float* x, int64_t ldx, const float* panel, int64_t kc, f
   if (first) {
     const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
     const __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) c0[r] = b0, c1[r] = b1;
   } else {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       c0[r] = _mm256_loadu_ps(c + r * ldc);
       c1[r] = _mm256_loadu_ps(c + r * ldc + 8);
@@ -160,12 +170,14 @@ void micro_kernel(const float* x, int64_t ldx, const float* panel, int64_t kc, f
   for (int64_t kk = 0; kk < kc; ++kk) {
     const __m256 p0 = _mm256_load_ps(panel + kk * kNR);
     const __m256 p1 = _mm256_load_ps(panel + kk * kNR + 8);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256 xv = _mm256_broadcast_ss(x + r * ldx + kk);
       c0[r] = _mm256_fmadd_ps(xv, p0, c0[r]);
       c1[r] = _mm256_fmadd_ps(xv, p1, c1[r]);
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     _mm256_storeu_ps(c + r * ldc, c0[r]);
     _mm256_storeu_ps(c + r * ldc + 8, c1[r]);

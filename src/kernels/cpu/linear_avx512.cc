@@ -75,27 +75,40 @@ void gemv_block(const LinearArgs& a, int64_t i0, int64_t j) {
   const float* x = a.x + i0 * a.k;
   const int64_t k = a.k;
   __m512 acc[M][R];
+#pragma GCC unroll 16
   for (int i = 0; i < M; ++i)
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
   int64_t kk = 0;
   for (; kk + 16 <= k; kk += 16) {
     __m512 wv[R];
-    for (int r = 0; r < R; ++r) wv[r] = W::load(w + r * k + kk);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      wv[r] = W::load(w + r * k + kk);
+      _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * k + kk), _MM_HINT_T0);
+    }
+#pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const __m512 xv = _mm512_loadu_ps(x + i * k + kk);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
     }
   }
   if (kk < k) {
     const __mmask16 mask = first_lanes(k - kk);
     __m512 wv[R];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) wv[r] = W::load_tail(w + r * k + kk, mask);
+#pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * k + kk);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
     }
   }
+#pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const float b = a.bias != nullptr ? a.bias[j + r] : 0.0f;
       a.y[(i0 + i) * a.n + j + r] = reduce_add(acc[i][r]) + b;
@@ -168,6 +181,7 @@ void pack_panel(const LinearArgs& a, int64_t j0, int64_t nr, int64_t kb, int64_t
     for (; kk + 16 <= kc; kk += 16) {
       alignas(64) float tmp[16];
       _mm512_store_ps(tmp, W::load(row + kk));
+#pragma GCC unroll 16
       for (int t = 0; t < 16; ++t) panel[(kk + t) * kNR + jj] = tmp[t];
     }
     for (; kk < kc; ++kk) panel[kk * kNR + jj] = W::scalar(row + kk);
@@ -187,8 +201,10 @@ void micro_kernel(const float* x, int64_t ldx, const float* panel, int64_t kc, f
   if (first) {
     const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
     const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) c0[r] = b0, c1[r] = b1;
   } else {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       c0[r] = _mm512_maskz_loadu_ps(m0, y + r * ldy);
       c1[r] = _mm512_maskz_loadu_ps(m1, y + r * ldy + 16);
@@ -197,12 +213,14 @@ void micro_kernel(const float* x, int64_t ldx, const float* panel, int64_t kc, f
   for (int64_t kk = 0; kk < kc; ++kk) {
     const __m512 p0 = _mm512_load_ps(panel + kk * kNR);
     const __m512 p1 = _mm512_load_ps(panel + kk * kNR + 16);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 xv = _mm512_set1_ps(x[r * ldx + kk]);
       c0[r] = _mm512_fmadd_ps(xv, p0, c0[r]);
       c1[r] = _mm512_fmadd_ps(xv, p1, c1[r]);
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     _mm512_mask_storeu_ps(y + r * ldy, m0, c0[r]);
     _mm512_mask_storeu_ps(y + r * ldy + 16, m1, c1[r]);

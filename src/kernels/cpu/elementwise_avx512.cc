@@ -1,0 +1,152 @@
+// kernels/cpu: AVX-512 per-token ops. Tails use masked loads and stores, so every element
+// takes the same vector path. exp() is Cephes' expf polynomial (rel. error ~2 ulp on
+// [-87, 88]) scaled by vscalefps, which also gives exact 0 / inf at the extremes.
+// GCC 12's AVX-512 headers trip -Wuninitialized (GCC bug 105593), see linear_avx512.cc.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/cpu/elementwise_cpu.h"
+
+namespace qs::kernels::cpu {
+namespace {
+
+__mmask16 first_lanes(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
+}
+
+float reduce_add(__m512 v) {
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 s = _mm512_castps512_ps128(v);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+float reduce_max(__m512 v) {
+  v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
+  v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+  __m128 s = _mm512_castps512_ps128(v);
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// e^x = 2^n * e^r with n = round(x / ln 2), |r| <= ln 2 / 2, ln 2 split in two parts so that
+// r is exact (Cody-Waite). Inputs are clamped to [-104, 89], beyond which the f32 result is
+// 0 or inf anyway; max/min take x as the second operand so that a NaN passes through.
+__m512 exp_ps(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+  x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+}  // namespace
+
+void rms_norm_avx512(const float* x, int64_t m, int64_t d, const float* weight, float eps,
+                     float* y) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * d;
+    float* yi = y + i * d;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 32 <= d; j += 32) {
+      const __m512 a = _mm512_loadu_ps(xi + j), b = _mm512_loadu_ps(xi + j + 16);
+      acc0 = _mm512_fmadd_ps(a, a, acc0);
+      acc1 = _mm512_fmadd_ps(b, b, acc1);
+    }
+    for (; j < d; j += 16) {
+      const __m512 a = _mm512_maskz_loadu_ps(first_lanes(d - j), xi + j);
+      acc0 = _mm512_fmadd_ps(a, a, acc0);
+    }
+    const double ss = reduce_add(_mm512_add_ps(acc0, acc1));
+    const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(ss / d) + eps));
+    for (j = 0; j < d; j += 16) {
+      const __mmask16 mask = first_lanes(d - j);
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, xi + j), inv);
+      _mm512_mask_storeu_ps(yi + j, mask,
+                            _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, weight + j), v));
+    }
+  }
+}
+
+void silu_mul_avx512(const float* gate, const float* up, int64_t n, float* out) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = first_lanes(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(mask, gate + i);
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(out + i, mask, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(mask, up + i)));
+  }
+}
+
+void rope_rotate_half_avx512(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                             const float* cos, const float* sin) {
+  const int64_t half = head_dim / 2;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* c = cos + t * half;
+    const float* s = sin + t * half;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* v = x + (t * n_heads + h) * head_dim;
+      for (int64_t j = 0; j < half; j += 16) {
+        const __mmask16 mask = first_lanes(half - j);
+        const __m512 x1 = _mm512_maskz_loadu_ps(mask, v + j);
+        const __m512 x2 = _mm512_maskz_loadu_ps(mask, v + half + j);
+        const __m512 cj = _mm512_maskz_loadu_ps(mask, c + j);
+        const __m512 sj = _mm512_maskz_loadu_ps(mask, s + j);
+        // GCC may fuse one of the products into an FMA: within one rounding of the oracle.
+        _mm512_mask_storeu_ps(v + j, mask,
+                              _mm512_sub_ps(_mm512_mul_ps(x1, cj), _mm512_mul_ps(x2, sj)));
+        _mm512_mask_storeu_ps(v + half + j, mask,
+                              _mm512_add_ps(_mm512_mul_ps(x2, cj), _mm512_mul_ps(x1, sj)));
+      }
+    }
+  }
+}
+
+void softmax_avx512(float* x, int64_t n) {
+  if (n <= 0) return;
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  __m512 mx = neg_inf;
+  for (int64_t i = 0; i < n; i += 16)
+    mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(neg_inf, first_lanes(n - i), x + i));
+  const __m512 max_v = _mm512_set1_ps(reduce_max(mx));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = first_lanes(n - i);
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), max_v));
+    _mm512_mask_storeu_ps(x + i, mask, e);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(mask, e));
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / reduce_add(sum));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = first_lanes(n - i);
+    _mm512_mask_storeu_ps(x + i, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, x + i), inv));
+  }
+}
+
+void add_inplace_avx512(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = first_lanes(n - i);
+    _mm512_mask_storeu_ps(
+        y + i, mask,
+        _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y + i), _mm512_maskz_loadu_ps(mask, x + i)));
+  }
+}
+
+}  // namespace qs::kernels::cpu

@@ -1,0 +1,194 @@
+// Kernel consistency tests for the per-token ops: the AVX2 and AVX-512 versions (called
+// directly, so both run on a CPU that has both) against the scalar oracles in
+// kernels/ref/elementwise_ref.h, at lengths around the vector widths, with the aliasing
+// the ops allow, and with extreme inputs for the polynomial exp(). Tolerances per op below.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/ref/elementwise_ref.h"
+#include "ops/elementwise.h"
+
+namespace qs {
+namespace {
+
+using kernels::Isa;
+
+struct ElementwiseKernels {
+  Isa isa;
+  decltype(&kernels::ref::rms_norm) rms_norm;
+  decltype(&kernels::ref::silu_mul) silu_mul;
+  decltype(&kernels::ref::rope_rotate_half) rope_rotate_half;
+  decltype(&kernels::ref::softmax) softmax;
+  decltype(&kernels::ref::add_inplace) add_inplace;
+};
+
+const ElementwiseKernels kVariants[] = {
+    {Isa::kAvx2, kernels::cpu::rms_norm_avx2, kernels::cpu::silu_mul_avx2,
+     kernels::cpu::rope_rotate_half_avx2, kernels::cpu::softmax_avx2,
+     kernels::cpu::add_inplace_avx2},
+    {Isa::kAvx512, kernels::cpu::rms_norm_avx512, kernels::cpu::silu_mul_avx512,
+     kernels::cpu::rope_rotate_half_avx512, kernels::cpu::softmax_avx512,
+     kernels::cpu::add_inplace_avx512},
+};
+
+// Lengths below, at and around the 8- and 16-lane widths, and model sizes.
+const int64_t kLengths[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 896, 4097};
+
+std::vector<float> random_vector(int64_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+class ElementwiseTest : public ::testing::TestWithParam<ElementwiseKernels> {
+ protected:
+  void SetUp() override {
+    if (!kernels::isa_supported(GetParam().isa))
+      GTEST_SKIP() << "this CPU lacks " << kernels::isa_name(GetParam().isa);
+  }
+};
+
+// f32 lane sums of squares vs the oracle's double sum: relative error ~d * 2^-24 at worst.
+TEST_P(ElementwiseTest, RmsNorm) {
+  for (int64_t d : kLengths) {
+    const int64_t m = 3;
+    const std::vector<float> x = random_vector(m * d, static_cast<uint32_t>(d), 2.0f);
+    const std::vector<float> w = random_vector(d, static_cast<uint32_t>(d + 1), 1.0f);
+    std::vector<float> want(x.size()), got(x.size(), NAN);
+    kernels::ref::rms_norm(x.data(), m, d, w.data(), 1e-6f, want.data());
+    GetParam().rms_norm(x.data(), m, d, w.data(), 1e-6f, got.data());
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i]) + 1e-7) << "d=" << d << " i=" << i;
+    // In place (y aliases x), as the model calls it.
+    std::vector<float> inplace = x;
+    GetParam().rms_norm(inplace.data(), m, d, w.data(), 1e-6f, inplace.data());
+    EXPECT_EQ(inplace, got) << "d=" << d;
+  }
+}
+
+// exp() to a few ulp: relative 2e-6, plus an absolute floor for results that underflow.
+TEST_P(ElementwiseTest, SiluMul) {
+  for (int64_t n : kLengths) {
+    std::vector<float> g = random_vector(n, static_cast<uint32_t>(n), 4.0f);
+    const std::vector<float> up = random_vector(n, static_cast<uint32_t>(n + 7), 1.0f);
+    const float extremes[] = {-200.0f, -100.0f, -88.5f, -87.5f, -20.0f, 0.0f,
+                              20.0f,   87.5f,   88.5f,  100.0f, 200.0f};
+    for (size_t i = 0; i < g.size() && i < std::size(extremes); ++i)
+      g[i * 3 % g.size()] = extremes[i];
+    std::vector<float> want(g.size()), got(g.size(), NAN);
+    kernels::ref::silu_mul(g.data(), up.data(), n, want.data());
+    GetParam().silu_mul(g.data(), up.data(), n, got.data());
+    for (size_t i = 0; i < g.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2e-6 * std::fabs(want[i]) + 1e-30)
+          << "n=" << n << " g=" << g[i] << " up=" << up[i];
+    std::vector<float> aliased = g;  // out aliases gate
+    GetParam().silu_mul(aliased.data(), up.data(), n, aliased.data());
+    EXPECT_EQ(aliased, got);
+  }
+}
+
+TEST_P(ElementwiseTest, SiluPropagatesNan) {
+  std::vector<float> g(20, 1.0f), up(20, 1.0f), out(20);
+  g[3] = std::numeric_limits<float>::quiet_NaN();
+  g[18] = std::numeric_limits<float>::quiet_NaN();
+  GetParam().silu_mul(g.data(), up.data(), 20, out.data());
+  EXPECT_TRUE(std::isnan(out[3]));
+  EXPECT_TRUE(std::isnan(out[18]));
+  EXPECT_FLOAT_EQ(out[0], 1.0f / (1.0f + std::exp(-1.0f)));
+}
+
+// Different summation order and a polynomial exp: relative 1e-5 per probability.
+TEST_P(ElementwiseTest, Softmax) {
+  for (int64_t n : kLengths) {
+    std::vector<float> x = random_vector(n, static_cast<uint32_t>(n), 5.0f);
+    if (n > 4) x[2] = -std::numeric_limits<float>::infinity();  // a masked-out score
+    std::vector<float> want = x, got = x;
+    kernels::ref::softmax(want.data(), n);
+    GetParam().softmax(got.data(), n);
+    double total = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i]) + 1e-30) << "n=" << n << " i=" << i;
+      total += got[i];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5);
+    if (n > 4) {
+      EXPECT_LE(got[2], 1e-37f);
+    }
+  }
+}
+
+// The compiler may fuse the SIMD multiply and subtract into one FMA (GCC contracts in C++
+// by default), so each output may differ by one rounding of x1 * c or x2 * s.
+TEST_P(ElementwiseTest, RopeRotateHalf) {
+  for (int64_t head_dim : {2, 6, 16, 34, 64, 128}) {
+    const int64_t n_tokens = 5, n_heads = 3, half = head_dim / 2;
+    const std::vector<float> x = random_vector(n_tokens * n_heads * head_dim, 1, 1.0f);
+    std::vector<float> cos(static_cast<size_t>(n_tokens * half)), sin(cos.size());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t j = 0; j < half; ++j) {
+        const double angle = t * std::pow(10000.0, -2.0 * j / head_dim);
+        cos[t * half + j] = static_cast<float>(std::cos(angle));
+        sin[t * half + j] = static_cast<float>(std::sin(angle));
+      }
+    }
+    std::vector<float> want = x, got = x;
+    kernels::ref::rope_rotate_half(want.data(), n_tokens, n_heads, head_dim, cos.data(),
+                                   sin.data());
+    GetParam().rope_rotate_half(got.data(), n_tokens, n_heads, head_dim, cos.data(), sin.data());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t h = 0; h < n_heads; ++h) {
+        for (int64_t j = 0; j < head_dim; ++j) {
+          const int64_t base = (t * n_heads + h) * head_dim, jj = j % half;
+          // |x1 c| + |x2 s| bounds both products of this output's pair.
+          const double scale = std::fabs(x[base + jj] * cos[t * half + jj]) +
+                               std::fabs(x[base + jj + half] * sin[t * half + jj]) +
+                               std::fabs(x[base + jj + half] * cos[t * half + jj]) +
+                               std::fabs(x[base + jj] * sin[t * half + jj]);
+          ASSERT_NEAR(got[base + j], want[base + j], 2e-7 * scale)
+              << "head_dim=" << head_dim << " t=" << t << " h=" << h << " j=" << j;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, AddInplace) {
+  for (int64_t n : kLengths) {
+    const std::vector<float> x = random_vector(n, 3, 1.0f);
+    std::vector<float> want = random_vector(n, 4, 1.0f);
+    std::vector<float> got = want;
+    kernels::ref::add_inplace(want.data(), x.data(), n);
+    GetParam().add_inplace(got.data(), x.data(), n);
+    EXPECT_EQ(got, want) << "n=" << n;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SimdIsas, ElementwiseTest, ::testing::ValuesIn(kVariants),
+                         [](const auto& param_info) {
+                           return std::string(kernels::isa_name(param_info.param.isa));
+                         });
+
+// The ops front end dispatches to whichever ISA is active; it must agree with the oracle.
+TEST(ElementwiseOps, FrontEndMatchesReference) {
+  const std::vector<float> x = random_vector(2 * 40, 9, 1.0f), w = random_vector(40, 10, 1.0f);
+  std::vector<float> want(x.size()), got(x.size());
+  kernels::ref::rms_norm(x.data(), 2, 40, w.data(), 1e-5f, want.data());
+  ops::rms_norm(x.data(), 2, 40, w.data(), 1e-5f, got.data());
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i]));
+  std::vector<float> s = x, s_ref = x;
+  ops::softmax(s.data(), 80);
+  kernels::ref::softmax(s_ref.data(), 80);
+  for (size_t i = 0; i < s.size(); ++i) EXPECT_NEAR(s[i], s_ref[i], 1e-5 * s_ref[i]);
+}
+
+}  // namespace
+}  // namespace qs
