@@ -15,7 +15,10 @@ struct Command {
 };
 
 // One row per subcommand; a new command adds its row here and its declaration to commands.h.
-const std::vector<Command> kCommands = {};
+const std::vector<Command> kCommands = {
+    {"import", qs::apps::cmd_import, "convert a llama2.c checkpoint into an HF directory"},
+    {"inspect", qs::apps::cmd_inspect, "summarize a checkpoint directory (--json available)"},
+};
 
 void usage(FILE* out) {
   std::fprintf(out, "usage: quantserve <command> [options]\n\ncommands:\n");
