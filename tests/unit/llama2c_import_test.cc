@@ -148,6 +148,19 @@ TEST_F(Llama2cImport, Stories260KIsBitEqualAfterUndoingThePermutation) {
   EXPECT_EQ(gen->eos_token_ids, (std::vector<int64_t>{2}));
 }
 
+// models/stories260K is committed; it must be exactly what the importer makes today.
+TEST_F(Llama2cImport, ShippedModelEqualsFreshImport) {
+  ASSERT_TRUE(import_llama2c_weights(kStoriesBin, dir_).ok());
+  const fs::path shipped = fs::path(QS_SOURCE_DIR) / "models" / "stories260K";
+  for (const char* name : {"config.json", "generation_config.json", "model.safetensors"}) {
+    auto fresh = read_file(path(name));
+    auto committed = read_file((shipped / name).string());
+    ASSERT_TRUE(fresh.ok() && committed.ok()) << name;
+    EXPECT_TRUE(*fresh == *committed)
+        << name << " differs: regenerate with the command in " << (shipped / "README.md").string();
+  }
+}
+
 // y = W x for W [rows, cols].
 std::vector<float> matvec(const float* w, const std::vector<float>& x, int64_t rows) {
   const int64_t cols = static_cast<int64_t>(x.size());
