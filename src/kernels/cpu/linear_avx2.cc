@@ -131,22 +131,50 @@ constexpr int kNR = 16;   // two ymm of output columns
 constexpr int kMR = 6;    // 12 accumulators + 2 panel vectors + 1 broadcast < 16 registers
 constexpr int kKC = 256;  // panel = 256 * 16 * 4 B = 16 KiB
 
+// In-register transpose: on return r[c] holds column c of the 8 x 8 block whose row i was r[i].
+void transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4g + c], 128-bit lane L: rows 4g..4g+3 of column 4L + c.
+#pragma GCC unroll 2
+  for (int g = 0; g < 2; ++g) {
+    u[4 * g + 0] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+    u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
+
+// panel[kk][jj] = w[j0 + jj][kb + kk] as f32 for jj < nr, kk < kc; columns nr..NR-1 zero.
+// Full 8 x 8 blocks are converted and transposed in registers; edges go element by element.
 template <class W>
 void pack_panel(const LinearArgs& a, int64_t j0, int64_t nr, int64_t kb, int64_t kc, float* panel) {
-  const auto* w = static_cast<const typename W::T*>(a.w);
-  for (int64_t jj = 0; jj < nr; ++jj) {
-    const auto* row = w + (j0 + jj) * a.k + kb;
-    int64_t kk = 0;
-    for (; kk + 8 <= kc; kk += 8) {
-      alignas(32) float tmp[8];
-      _mm256_store_ps(tmp, W::load(row + kk));
-#pragma GCC unroll 16
-      for (int t = 0; t < 8; ++t) panel[(kk + t) * kNR + jj] = tmp[t];
+  const auto* w = static_cast<const typename W::T*>(a.w) + j0 * a.k + kb;
+  const int64_t full_rows = nr / 8 * 8, full_k = kc / 8 * 8;
+  for (int64_t jj = 0; jj < full_rows; jj += 8) {
+    for (int64_t kk = 0; kk < full_k; kk += 8) {
+      __m256 r[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) r[i] = W::load(w + (jj + i) * a.k + kk);
+      transpose8x8(r);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) _mm256_store_ps(panel + (kk + i) * kNR + jj, r[i]);
     }
-    for (; kk < kc; ++kk) panel[kk * kNR + jj] = W::scalar(row + kk);
   }
-  for (int64_t jj = nr; jj < kNR; ++jj)
-    for (int64_t kk = 0; kk < kc; ++kk) panel[kk * kNR + jj] = 0.0f;
+  for (int64_t jj = 0; jj < kNR; ++jj) {
+    const int64_t k_from = jj < full_rows ? full_k : 0;
+    for (int64_t kk = k_from; kk < kc; ++kk)
+      panel[kk * kNR + jj] = jj < nr ? W::scalar(w + jj * a.k + kk) : 0.0f;
+  }
 }
 
 // c[R, 16] (+)= x[R, kc] @ panel[kc, 16]; `first` starts from bias[16] (or zero) instead

@@ -172,24 +172,58 @@ constexpr int kNR = 32;   // two zmm of output columns
 constexpr int kMR = 12;   // 24 accumulators + 2 panel vectors + broadcasts < 32 registers
 constexpr int kKC = 256;  // panel = 256 * 32 * 4 B = 32 KiB
 
+// In-register transpose: on return r[c] holds column c of the 16 x 16 block whose row i was
+// r[i]. Three stages: 2 x 2 element interleaves, 4 x 4 within 128-bit lanes, then a 4 x 4
+// transpose of the 128-bit lanes themselves.
+void transpose16x16(__m512 r[16]) {
+  __m512 t[16], u[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4g + c], 128-bit lane L: rows 4g..4g+3 of column 4L + c.
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+    u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
+    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
+  }
+}
+
+// panel[kk][jj] = w[j0 + jj][kb + kk] as f32 for jj < nr, kk < kc; columns nr..NR-1 zero.
+// Full 16 x 16 blocks are converted and transposed in registers; edges go element by element.
 template <class W>
 void pack_panel(const LinearArgs& a, int64_t j0, int64_t nr, int64_t kb, int64_t kc, float* panel) {
-  const auto* w = static_cast<const typename W::T*>(a.w);
-  for (int64_t jj = 0; jj < nr; ++jj) {
-    const auto* row = w + (j0 + jj) * a.k + kb;
-    int64_t kk = 0;
-    for (; kk + 16 <= kc; kk += 16) {
-      alignas(64) float tmp[16];
-      _mm512_store_ps(tmp, W::load(row + kk));
+  const auto* w = static_cast<const typename W::T*>(a.w) + j0 * a.k + kb;
+  const int64_t full_rows = nr / 16 * 16, full_k = kc / 16 * 16;
+  for (int64_t jj = 0; jj < full_rows; jj += 16) {
+    for (int64_t kk = 0; kk < full_k; kk += 16) {
+      __m512 r[16];
 #pragma GCC unroll 16
-      for (int t = 0; t < 16; ++t) panel[(kk + t) * kNR + jj] = tmp[t];
+      for (int i = 0; i < 16; ++i) r[i] = W::load(w + (jj + i) * a.k + kk);
+      transpose16x16(r);
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) _mm512_store_ps(panel + (kk + i) * kNR + jj, r[i]);
     }
-    for (; kk < kc; ++kk) panel[kk * kNR + jj] = W::scalar(row + kk);
   }
-  // Columns past the end of w multiply into lanes that are never stored; zero them so they
-  // hold no NaN garbage that could slow the FMAs.
-  for (int64_t jj = nr; jj < kNR; ++jj)
-    for (int64_t kk = 0; kk < kc; ++kk) panel[kk * kNR + jj] = 0.0f;
+  for (int64_t jj = 0; jj < kNR; ++jj) {
+    const int64_t k_from = jj < full_rows ? full_k : 0;
+    for (int64_t kk = k_from; kk < kc; ++kk)
+      panel[kk * kNR + jj] = jj < nr ? W::scalar(w + jj * a.k + kk) : 0.0f;
+  }
 }
 
 // y[R, nr] (+)= x[R, kc] @ panel[kc, NR]; `first` starts from the bias (or zero) instead of y.
