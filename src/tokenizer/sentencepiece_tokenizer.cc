@@ -423,8 +423,12 @@ std::string SentencePieceTokenizer::decode(const std::vector<int32_t>& ids,
     }
     const Entry& e = pieces_[id];
     if (e.special) {
-      if (!skip_special) out.append(token_bytes(id));
-      at_start = id == bos_id_;
+      // A skipped special token is as if absent, except BOS, which starts a new text.
+      if (!skip_special) {
+        out.append(token_bytes(id));
+        at_start = false;
+      }
+      if (id == bos_id_) at_start = true;
       continue;
     }
     std::string s = token_bytes(id);
