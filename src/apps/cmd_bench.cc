@@ -1,0 +1,253 @@
+// apps: `quantserve bench latency`, in the spirit of llama-bench: prefill (pp) and decode
+// (tg) tokens/s of one sequence, mean +- sd over repetitions, for each thread count asked.
+// Decode is memory-bound, so every tg result also reports the roofline: weight bytes read per
+// token x tokens/s over the read bandwidth measured right before and right after that test on
+// the same threads (this machine's bandwidth drifts, so a figure from another run means little).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "apps/flags.h"
+#include "engine/kv_cache.h"
+#include "io/checkpoint.h"
+#include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/isa.h"
+#include "models/model.h"
+
+namespace qs::apps {
+namespace {
+
+struct Stats {
+  double mean = 0, sd = 0;
+};
+
+Stats mean_sd(const std::vector<double>& v) {
+  Stats s;
+  for (double x : v) s.mean += x;
+  s.mean /= v.size();
+  for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
+  s.sd = v.size() > 1 ? std::sqrt(s.sd / (v.size() - 1)) : 0.0;
+  return s;
+}
+
+double now_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+Result<std::vector<int>> parse_int_list(const std::string& s, const std::string& flag) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0) {
+      return invalid_argument("--" + flag +
+                              " expects comma-separated non-negative integers, got '" + s + "'");
+    }
+    out.push_back(static_cast<int>(v));
+  }
+  if (out.empty()) return invalid_argument("--" + flag + " is empty");
+  return out;
+}
+
+// Weight bytes one decode step reads: every stored tensor except the embedding table, of
+// which a step reads one row; a tied embedding is read in full as the lm_head.
+Result<uint64_t> weight_bytes_per_token(const std::string& dir, const models::ModelConfig& cfg) {
+  QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(dir));
+  uint64_t total = 0;
+  for (const auto& name : ckpt.names()) {
+    QS_ASSIGN_OR_RETURN(Tensor t, ckpt.get(name));
+    total += t.nbytes();
+  }
+  if (!cfg.tie_word_embeddings && ckpt.has("model.embed_tokens.weight")) {
+    QS_ASSIGN_OR_RETURN(Tensor e, ckpt.get("model.embed_tokens.weight"));
+    total -= e.nbytes();
+  }
+  return total;
+}
+
+// One pp or tg measurement: a fresh sequence, then `n_tokens` new tokens either in one
+// forward (prefill) or one token per forward (decode). Returns seconds.
+Result<double> run_once(const models::Model& model, engine::KvCache& kv, ThreadPool& pool,
+                        const std::vector<int32_t>& tokens, bool prefill) {
+  constexpr int64_t kSeq = 0;
+  kv.release(kSeq);
+  QS_RETURN_IF_ERROR(kv.reserve(kSeq, static_cast<int64_t>(tokens.size())));
+  std::vector<float> logits;
+  models::ForwardBatch batch;
+  const double t0 = now_seconds();
+  if (prefill) {
+    batch.token_ids = tokens;
+    batch.seqs = {
+        ops::AttentionSeq{0, static_cast<int64_t>(tokens.size()), 0, kv.block_table(kSeq)}};
+    QS_RETURN_IF_ERROR(model.forward(batch, kv.layers(), pool, &logits));
+  } else {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      batch.token_ids = {tokens[i]};
+      batch.seqs = {ops::AttentionSeq{0, 1, static_cast<int64_t>(i), kv.block_table(kSeq)}};
+      QS_RETURN_IF_ERROR(model.forward(batch, kv.layers(), pool, &logits));
+    }
+  }
+  const double dt = now_seconds() - t0;
+  kv.release(kSeq);
+  return dt;
+}
+
+Status bench_latency(const Flags& flags) {
+  if (!flags.has("model")) return invalid_argument("--model DIR is required");
+  const std::string dir = flags.get("model");
+  QS_ASSIGN_OR_RETURN(std::vector<int> input_lens,
+                      parse_int_list(flags.get("input-len"), "input-len"));
+  QS_ASSIGN_OR_RETURN(std::vector<int> output_lens,
+                      parse_int_list(flags.get("output-len"), "output-len"));
+  QS_ASSIGN_OR_RETURN(std::vector<int> threads_list,
+                      parse_int_list(flags.get("threads"), "threads"));
+  QS_ASSIGN_OR_RETURN(int64_t reps, flags.get_int("repetitions"));
+  if (reps < 1) return invalid_argument("--repetitions must be at least 1");
+  const bool roofline = !flags.get_bool("no-roofline");
+
+  const double t_load = now_seconds();
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::Model::load(dir));
+  const models::ModelConfig& cfg = model->config();
+  QS_ASSIGN_OR_RETURN(uint64_t bytes_per_token, weight_bytes_per_token(dir, cfg));
+  std::fprintf(stderr,
+               "bench: loaded %s (%s) in %.2f s; kernels: %s; weight bytes/token %.1f MiB\n",
+               dir.c_str(), cfg.architecture.c_str(), now_seconds() - t_load,
+               kernels::isa_name(kernels::active_isa()), bytes_per_token / 1048576.0);
+
+  int64_t max_tokens = 0;
+  for (int n : input_lens) max_tokens = std::max<int64_t>(max_tokens, n);
+  for (int n : output_lens) max_tokens = std::max<int64_t>(max_tokens, n);
+  if (max_tokens > cfg.max_position_embeddings) {
+    return out_of_range("test length " + std::to_string(max_tokens) +
+                        " exceeds max_position_embeddings " +
+                        std::to_string(cfg.max_position_embeddings));
+  }
+  engine::KvCacheConfig kv_cfg;
+  kv_cfg.n_layers = cfg.n_layers;
+  kv_cfg.n_kv_heads = cfg.n_kv_heads;
+  kv_cfg.head_dim = cfg.head_dim;
+  kv_cfg.n_blocks = (max_tokens + kv_cfg.block_size - 1) / kv_cfg.block_size + 1;
+  engine::KvCache kv(kv_cfg);
+
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> token_dist(0, static_cast<int32_t>(cfg.vocab_size - 1));
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(n);
+    for (auto& x : t) x = token_dist(rng);
+    return t;
+  };
+
+  nlohmann::json results = nlohmann::json::array();
+  std::printf("| model | threads | test | t/s | roofline |\n|---|---:|---|---:|---:|\n");
+  for (int threads : threads_list) {
+    ThreadPool pool(threads == 0 ? ThreadPool::default_threads() : threads);
+    struct Test {
+      std::string name;
+      int n;
+      bool prefill;
+    };
+    std::vector<Test> tests;
+    for (int n : input_lens)
+      if (n > 0) tests.push_back({"pp" + std::to_string(n), n, true});
+    for (int n : output_lens)
+      if (n > 0) tests.push_back({"tg" + std::to_string(n), n, false});
+    for (const Test& test : tests) {
+      // Warm-up: pages the weights in and settles the thread pool.
+      QS_RETURN_IF_ERROR(
+          run_once(*model, kv, pool, random_tokens(std::min(test.n, 16)), test.prefill).status());
+      const double bw_before = roofline && !test.prefill
+                                   ? kernels::measure_read_bandwidth_gbs(pool, size_t{1} << 29, 3)
+                                   : 0;
+      std::vector<double> tps;
+      for (int64_t r = 0; r < reps; ++r) {
+        QS_ASSIGN_OR_RETURN(double dt,
+                            run_once(*model, kv, pool, random_tokens(test.n), test.prefill));
+        tps.push_back(test.n / dt);
+      }
+      const double bw_after = roofline && !test.prefill
+                                  ? kernels::measure_read_bandwidth_gbs(pool, size_t{1} << 29, 3)
+                                  : 0;
+      const Stats s = mean_sd(tps);
+      nlohmann::json r = {{"model", dir},
+                          {"architecture", cfg.architecture},
+                          {"threads", pool.n_threads()},
+                          {"test", test.name},
+                          {"n_tokens", test.n},
+                          {"repetitions", reps},
+                          {"tokens_per_second_mean", s.mean},
+                          {"tokens_per_second_sd", s.sd},
+                          {"samples_tokens_per_second", tps},
+                          {"weight_bytes_per_token", bytes_per_token},
+                          {"isa", kernels::isa_name(kernels::active_isa())}};
+      std::string roof = "";
+      if (roofline && !test.prefill) {
+        const double bw = 0.5 * (bw_before + bw_after);
+        const double achieved = s.mean * static_cast<double>(bytes_per_token) / 1e9;
+        r["read_bandwidth_gbs_before"] = bw_before;
+        r["read_bandwidth_gbs_after"] = bw_after;
+        r["achieved_weight_gbs"] = achieved;
+        r["roofline_fraction"] = achieved / bw;
+        char buf[96];
+        std::snprintf(buf, sizeof(buf), "%.0f%% of %.1f GB/s", 100.0 * achieved / bw, bw);
+        roof = buf;
+      }
+      std::printf("| %s | %d | %s | %.2f ± %.2f | %s |\n", cfg.architecture.c_str(),
+                  pool.n_threads(), test.name.c_str(), s.mean, s.sd, roof.c_str());
+      std::fflush(stdout);
+      results.push_back(r);
+    }
+  }
+  if (flags.has("json")) {
+    QS_RETURN_IF_ERROR(io::write_json(flags.get("json"), results));
+    std::fprintf(stderr, "bench: wrote %s\n", flags.get("json").c_str());
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  const std::string usage_text =
+      "usage: quantserve bench latency --model DIR [options]\n\n"
+      "`bench latency` times prefill (ppN) and decode (tgN) of one sequence, llama-bench style.\n";
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::printf("%s", usage_text.c_str());
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] != "latency") {
+    std::fprintf(stderr, "bench: unknown benchmark '%s' (known: latency)\n", args[0].c_str());
+    return 2;
+  }
+  Flags flags;
+  flags.add("model", "checkpoint directory")
+      .add("input-len", "prompt lengths to prefill, comma-separated (0 skips)", false, "512")
+      .add("output-len", "tokens to decode, comma-separated (0 skips)", false, "128")
+      .add("threads", "thread counts, comma-separated (0 = all cores)", false, "0")
+      .add("repetitions", "timed runs per test", false, "5")
+      .add("json", "also write the results as JSON to this file")
+      .add("no-roofline", "skip the bandwidth probes around decode tests", true);
+  if (Status s = flags.parse(Args(args.begin() + 1, args.end())); !s.ok()) {
+    std::fprintf(stderr, "bench: %s\n\n%s", s.message().c_str(),
+                 flags.usage("bench latency").c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::printf("%s\n%s", usage_text.c_str(), flags.usage("bench latency").c_str());
+    return 0;
+  }
+  if (Status s = bench_latency(flags); !s.ok()) {
+    std::fprintf(stderr, "bench: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace qs::apps
