@@ -17,6 +17,7 @@ struct Command {
 // One row per subcommand; a new command adds its row here and its declaration to commands.h.
 const std::vector<Command> kCommands = {
     {"import", qs::apps::cmd_import, "convert a llama2.c checkpoint into an HF directory"},
+    {"generate", qs::apps::cmd_generate, "complete one prompt, streamed to stdout"},
     {"inspect", qs::apps::cmd_inspect, "summarize a checkpoint directory (--json available)"},
 };
 
