@@ -2,6 +2,7 @@
 // from BOS reproduces llama2.c's own test output byte for byte, in process through the
 // Generator and through the real `quantserve generate` binary. `run -n 200` feeds BOS at
 // position 0 and prints the 200 tokens sampled at positions 0..199, hence 200 new tokens.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -47,6 +48,53 @@ TEST(Stories260K, GreedyFromBosMatchesLlama2c) {
   EXPECT_EQ((*results)[0].finish_reason, "length");
   EXPECT_EQ((*results)[0].text, expected_stdout());
   EXPECT_EQ(streamed, expected_stdout());
+}
+
+// Requests batched together (different prompt lengths and budgets, greedy and seeded
+// sampling, more prompt tokens than one step takes) each get what they get alone.
+TEST(Stories260K, BatchedRequestsMatchTheirSoloRuns) {
+  auto model = models::Model::load(kModelDir);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto tokenizer = tok::load_tokenizer(kModelDir);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+  std::vector<engine::GenerationRequest> requests(3);
+  requests[0].prompt_ids = (*tokenizer)->encode("Once upon a time", true);
+  requests[0].params.temperature = 0.0f;
+  requests[0].params.max_tokens = 40;
+  requests[1].prompt_ids = (*tokenizer)->encode("The cat", true);
+  requests[1].params.temperature = 0.8f;
+  requests[1].params.seed = 42;
+  requests[1].params.max_tokens = 25;
+  requests[2].prompt_ids = (*tokenizer)->encode("", true);
+  requests[2].params.temperature = 0.0f;
+  requests[2].params.max_tokens = 7;
+  // Five 480-token prompts: 2400 prompt tokens exceed one step's budget, so the last one is
+  // prefilled in two chunks; the 512-token context ends each after 32 new tokens.
+  std::string story;
+  for (int i = 0; i < 200; ++i) story += "Tom had a red ball " + std::to_string(i) + ". ";
+  for (int k = 0; k < 5; ++k) {
+    engine::GenerationRequest r;
+    r.prompt_ids = (*tokenizer)->encode(story.substr(k * 7), true);
+    ASSERT_GE(r.prompt_ids.size(), 480u);
+    r.prompt_ids.resize(480);
+    r.params.temperature = 0.0f;
+    r.params.max_tokens = 100;
+    requests.push_back(r);
+  }
+  ThreadPool pool(1);
+  engine::Generator generator(**model, **tokenizer, {2}, pool);
+  auto batched = generator.generate(requests);
+  ASSERT_TRUE(batched.ok()) << batched.status().to_string();
+  for (size_t i = 3; i < requests.size(); ++i) {
+    EXPECT_EQ((*batched)[i].output_ids.size(), 32u);  // 480 + 32 = 512 positions
+    EXPECT_EQ((*batched)[i].finish_reason, "length");
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto solo = generator.generate({requests[i]});
+    ASSERT_TRUE(solo.ok()) << solo.status().to_string();
+    EXPECT_EQ((*solo)[0].output_ids, (*batched)[i].output_ids) << "request " << i;
+    EXPECT_EQ((*solo)[0].text, (*batched)[i].text) << "request " << i;
+  }
 }
 
 TEST(Stories260K, GenerateCommandPrintsExactlyTheCompletion) {
