@@ -9,7 +9,60 @@
 
 namespace qs::tok {
 
+namespace {
+
+// FNV-1a; token strings are short, so a simple byte loop is fast enough.
+uint32_t hash_bytes(std::string_view s) {
+  uint32_t h = 2166136261u;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 16777619u;
+  return h;
+}
+
+// splitmix64's finaliser: spreads the two ids of a pair key over all bits.
+uint64_t hash_pair(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+void BpeModel::StringIndex::build(const std::vector<std::string>& strings,
+                                  const std::vector<uint8_t>& present) {
+  size_t capacity = 16;
+  while (capacity < strings.size() * 2) capacity *= 2;
+  slots_.assign(capacity, Slot{0, -1});
+  const size_t mask = capacity - 1;
+  for (size_t id = 0; id < strings.size(); ++id) {
+    if (!present[id]) continue;
+    const uint32_t h = hash_bytes(strings[id]);
+    size_t i = h & mask;
+    bool duplicate = false;
+    for (; slots_[i].id >= 0; i = (i + 1) & mask) {
+      if (slots_[i].hash == h && strings[slots_[i].id] == strings[id]) {
+        duplicate = true;  // an earlier (lower) id already has these bytes
+        break;
+      }
+    }
+    if (!duplicate) slots_[i] = Slot{h, static_cast<int32_t>(id)};
+  }
+}
+
+int32_t BpeModel::StringIndex::find(const std::vector<std::string>& strings,
+                                    std::string_view s) const {
+  if (slots_.empty()) return -1;
+  const uint32_t h = hash_bytes(s);
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = h & mask; slots_[i].id >= 0; i = (i + 1) & mask) {
+    if (slots_[i].hash == h && strings[slots_[i].id] == s) return slots_[i].id;
+  }
+  return -1;
+}
+
 Status BpeModel::add_token(int32_t id, std::string bytes, std::string piece) {
+  QS_CHECK_MSG(!indexed_, "add_token after finish_tokens");
   if (id < 0) return data_loss("negative token id " + std::to_string(id));
   if (id >= id_end()) {
     bytes_.resize(id + 1);
@@ -21,20 +74,59 @@ Status BpeModel::add_token(int32_t id, std::string bytes, std::string piece) {
                      "\" and \"" + piece + "\")");
   }
   present_[id] = 1;
-  // Two ids for the same bytes: the lower id wins lookups, matching HF's first-wins maps.
-  bytes_to_id_.emplace(bytes, id);
-  piece_to_id_.emplace(piece, id);
   bytes_[id] = std::move(bytes);
   pieces_[id] = std::move(piece);
+  ++n_tokens_;
   return ok_status();
 }
 
+void BpeModel::finish_tokens() {
+  QS_CHECK_MSG(!indexed_, "finish_tokens called twice");
+  bytes_index_.build(bytes_, present_);
+  piece_index_.build(pieces_, present_);
+  indexed_ = true;
+  for (int b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    byte_to_id_[b] = find_bytes(std::string_view(&c, 1));
+  }
+}
+
+void BpeModel::grow_merges() {
+  std::vector<MergeSlot> old = std::move(merges_);
+  merges_.assign(old.empty() ? 1024 : old.size() * 2, MergeSlot{kEmptyKey, 0, 0});
+  const size_t mask = merges_.size() - 1;
+  for (const MergeSlot& m : old) {
+    if (m.key == kEmptyKey) continue;
+    size_t i = hash_pair(m.key) & mask;
+    while (merges_[i].key != kEmptyKey) i = (i + 1) & mask;
+    merges_[i] = m;
+  }
+}
+
 void BpeModel::add_merge(int32_t left, int32_t right, int32_t result, int32_t rank) {
-  merges_.emplace(pair_key(left, right), Merge{rank, result});
+  if ((n_merges_ + 1) * 2 > merges_.size()) grow_merges();
+  const uint64_t key = pair_key(left, right);
+  const size_t mask = merges_.size() - 1;
+  size_t i = hash_pair(key) & mask;
+  for (; merges_[i].key != kEmptyKey; i = (i + 1) & mask) {
+    if (merges_[i].key == key) return;  // first (lowest-ranked) entry stays
+  }
+  merges_[i] = MergeSlot{key, rank, result};
+  ++n_merges_;
+}
+
+const BpeModel::MergeSlot* BpeModel::find_merge(int32_t left, int32_t right) const {
+  if (merges_.empty()) return nullptr;
+  const uint64_t key = pair_key(left, right);
+  const size_t mask = merges_.size() - 1;
+  for (size_t i = hash_pair(key) & mask; merges_[i].key != kEmptyKey; i = (i + 1) & mask) {
+    if (merges_[i].key == key) return &merges_[i];
+  }
+  return nullptr;
 }
 
 void BpeModel::derive_merges_from_ranks() {
-  merges_.reserve(bytes_to_id_.size() * 2);
+  QS_CHECK_MSG(indexed_, "derive_merges_from_ranks before finish_tokens");
   for (int32_t id = 0; id < id_end(); ++id) {
     if (!present_[id]) continue;
     const std::string_view whole = bytes_[id];
@@ -48,23 +140,14 @@ void BpeModel::derive_merges_from_ranks() {
   }
 }
 
-void BpeModel::finish() {
-  for (int b = 0; b < 256; ++b) byte_to_id_[b] = find_bytes(std::string(1, static_cast<char>(b)));
-}
-
 int32_t BpeModel::find_piece(std::string_view piece) const {
-  auto it = piece_to_id_.find(std::string(piece));
-  return it == piece_to_id_.end() ? -1 : it->second;
+  QS_CHECK(indexed_);
+  return piece_index_.find(pieces_, piece);
 }
 
 int32_t BpeModel::find_bytes(std::string_view bytes) const {
-  auto it = bytes_to_id_.find(std::string(bytes));
-  return it == bytes_to_id_.end() ? -1 : it->second;
-}
-
-const BpeModel::Merge* BpeModel::find_merge(int32_t left, int32_t right) const {
-  auto it = merges_.find(pair_key(left, right));
-  return it == merges_.end() ? nullptr : &it->second;
+  QS_CHECK(indexed_);
+  return bytes_index_.find(bytes_, bytes);
 }
 
 void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>* out) const {
@@ -110,7 +193,8 @@ void BpeModel::encode_piece(std::string_view bytes, std::vector<int32_t>* out) c
   auto push_pair = [&](int32_t pos) {
     if (pos < 0 || sym[pos].next < 0) return;
     const int32_t left = sym[pos].id, right = sym[sym[pos].next].id;
-    if (const Merge* m = find_merge(left, right)) heap.push({m->rank, pos, left, right, m->result});
+    if (const MergeSlot* m = find_merge(left, right))
+      heap.push({m->rank, pos, left, right, m->result});
   };
   for (int32_t i = 0; i + 1 < n; ++i) push_pair(i);
   while (!heap.empty()) {
@@ -141,6 +225,7 @@ Result<BpeModel> build_byte_level_bpe(
     if (!st.ok()) return st.with_context(where);
   }
   if (model.n_tokens() == 0) return data_loss(where + ": the vocabulary is empty");
+  model.finish_tokens();
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
     const int32_t left = model.find_piece(a);
@@ -153,7 +238,6 @@ Result<BpeModel> build_byte_level_bpe(
     }
     model.add_merge(left, right, result, static_cast<int32_t>(rank));
   }
-  model.finish();
   return model;
 }
 

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -19,9 +18,16 @@ namespace qs::tok {
 
 class BpeModel {
  public:
+  // Building goes in three steps: add_token for every token, then finish_tokens (which
+  // indexes them), then the merges (add_merge or derive_merges_from_ranks).
+
   // Registers regular token `id`: `bytes` are the raw bytes it stands for, `piece` the text
   // the vocabulary file stores for it (byte-level form). Fails on a duplicate id.
   Status add_token(int32_t id, std::string bytes, std::string piece);
+
+  // Indexes the tokens by bytes and by piece; where two ids share bytes (or a piece), the
+  // lower id wins lookups, matching HF's first-wins maps.
+  void finish_tokens();
 
   // Merge of (left, right) into `result`; lower `rank` merges first (HF: line order of
   // merges.txt; tiktoken: the rank of the merged token). A pair seen twice keeps its first
@@ -39,9 +45,6 @@ class BpeModel {
   // Emitted for a byte that has no token (only matters for vocabularies that lack bytes).
   void set_unk_id(int32_t id) { unk_id_ = id; }
 
-  // Call once after all tokens are added: indexes the single-byte tokens.
-  void finish();
-
   // Appends the ids of one pre-token (raw bytes).
   void encode_piece(std::string_view bytes, std::vector<int32_t>* out) const;
 
@@ -52,27 +55,48 @@ class BpeModel {
   const std::string& piece_of(int32_t id) const { return pieces_[id]; }
   int32_t find_piece(std::string_view piece) const;
   int32_t find_bytes(std::string_view bytes) const;
-  size_t n_tokens() const { return bytes_to_id_.size(); }
-  size_t n_merges() const { return merges_.size(); }
+  size_t n_tokens() const { return n_tokens_; }
+  size_t n_merges() const { return n_merges_; }
 
  private:
-  struct Merge {
+  // Open-addressing index from strings to the ids whose string (in a table owned by the
+  // model) equals them. The merge loop looks up every pre-token here, so it avoids the node
+  // allocations and pointer chasing of std::unordered_map<std::string, ...>.
+  class StringIndex {
+   public:
+    void build(const std::vector<std::string>& strings, const std::vector<uint8_t>& present);
+    int32_t find(const std::vector<std::string>& strings, std::string_view s) const;
+
+   private:
+    struct Slot {
+      uint32_t hash;
+      int32_t id;  // -1: empty
+    };
+    std::vector<Slot> slots_;  // size a power of two, at most half full
+  };
+  struct MergeSlot {
+    uint64_t key;  // pair_key(left, right); kEmptyKey when free
     int32_t rank;
     int32_t result;
   };
+  static constexpr uint64_t kEmptyKey = ~uint64_t{0};
   static uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
            static_cast<uint32_t>(right);
   }
-  const Merge* find_merge(int32_t left, int32_t right) const;
+  const MergeSlot* find_merge(int32_t left, int32_t right) const;
+  void grow_merges();
 
   std::vector<std::string> bytes_;   // [id_end] raw bytes of each id ("" where unused)
   std::vector<std::string> pieces_;  // [id_end] stored text of each id
   std::vector<uint8_t> present_;     // [id_end] whether the id is a regular token
-  std::unordered_map<std::string, int32_t> bytes_to_id_;
-  std::unordered_map<std::string, int32_t> piece_to_id_;
-  std::unordered_map<uint64_t, Merge> merges_;  // pair_key(left, right) -> merge
-  std::array<int32_t, 256> byte_to_id_{};       // -1 where the byte has no token
+  size_t n_tokens_ = 0;
+  bool indexed_ = false;
+  StringIndex bytes_index_;
+  StringIndex piece_index_;
+  std::vector<MergeSlot> merges_;  // open addressing, size a power of two, at most half full
+  size_t n_merges_ = 0;
+  std::array<int32_t, 256> byte_to_id_{};  // -1 where the byte has no token
   bool ignore_merges_ = false;
   int32_t unk_id_ = -1;
 };

@@ -92,9 +92,9 @@ Result<BpeModel> read_tiktoken_model(const std::string& path) {
     if (!st.ok()) return st.with_context(where);
   }
   if (model.n_tokens() == 0) return data_loss(path + ": no ranks in the file");
+  model.finish_tokens();
   model.derive_merges_from_ranks();
   model.set_ignore_merges(true);
-  model.finish();
   return model;
 }
 
