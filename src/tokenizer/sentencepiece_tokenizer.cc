@@ -145,7 +145,7 @@ Status SentencePieceTokenizer::finish(const TokenizerConfig& config, const std::
         break;
       case SpmPieceType::kUserDefined:
         mergeable_.emplace(e.piece, id);
-        user_defined_.push_back(e.piece);
+        user_defined_[static_cast<unsigned char>(e.piece[0])].push_back(e.piece);
         break;
       case SpmPieceType::kByte: {
         const int b = parse_byte_piece(e.piece);
@@ -160,8 +160,11 @@ Status SentencePieceTokenizer::finish(const TokenizerConfig& config, const std::
         break;
     }
   }
-  std::stable_sort(user_defined_.begin(), user_defined_.end(),
-                   [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  for (std::vector<std::string>& list : user_defined_) {
+    std::stable_sort(list.begin(), list.end(), [](const std::string& a, const std::string& b) {
+      return a.size() > b.size();
+    });
+  }
   // Added tokens with ids: either re-declare a piece (Llama's <s>) or extend the vocabulary.
   std::vector<AddedToken> split_tokens;
   for (const AddedToken& tok : config.added_tokens) {
@@ -297,7 +300,7 @@ void SentencePieceTokenizer::encode_word(std::string_view word, std::vector<int3
   for (size_t pos = 0; pos < word.size();) {
     size_t len = 0;
     bool frozen = false;
-    for (const std::string& ud : user_defined_) {
+    for (const std::string& ud : user_defined_[static_cast<unsigned char>(word[pos])]) {
       if (word.compare(pos, ud.size(), ud) == 0) {
         len = ud.size();
         frozen = true;

@@ -81,8 +81,10 @@ class SentencePieceTokenizer final : public Tokenizer {
   // HF mode: (left id, right id) -> (rank, merged id). Empty in SPM-score mode.
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merge_ranks_;
   bool use_merge_ranks_ = false;
-  std::vector<std::string> user_defined_;  // matched whole before BPE, longest first
-  std::array<int32_t, 256> byte_ids_{};    // <0xXX> pieces, -1 where absent
+  // User-defined pieces are matched whole before BPE, longest first; indexed by first byte
+  // because Gemma-size vocabularies have thousands of them.
+  std::array<std::vector<std::string>, 256> user_defined_;
+  std::array<int32_t, 256> byte_ids_{};  // <0xXX> pieces, -1 where absent
   bool byte_fallback_ = false;
   int32_t unk_id_ = -1;
   bool fuse_unk_ = false;
