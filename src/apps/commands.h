@@ -12,5 +12,6 @@ using Args = std::vector<std::string>;
 int cmd_generate(const Args& args);  // cmd_generate.cc
 int cmd_import(const Args& args);   // cmd_import.cc
 int cmd_inspect(const Args& args);  // cmd_inspect.cc
+int cmd_chat(const Args& args);     // cmd_chat.cc
 
 }  // namespace qs::apps

@@ -18,6 +18,7 @@ struct Command {
 const std::vector<Command> kCommands = {
     {"import", qs::apps::cmd_import, "convert a llama2.c checkpoint into an HF directory"},
     {"generate", qs::apps::cmd_generate, "complete one prompt, streamed to stdout"},
+    {"chat", qs::apps::cmd_chat, "interactive conversation in the model's chat template"},
     {"inspect", qs::apps::cmd_inspect, "summarize a checkpoint directory (--json available)"},
 };
 
