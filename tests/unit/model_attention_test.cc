@@ -118,7 +118,7 @@ TEST(PagedAttention, FastMatchesReferenceOnAnyThreadCount) {
   Fixture f;
   for (int threads : {1, 3}) {
     ThreadPool pool(threads);
-    for (int64_t window : {0, 8}) {
+    for (int64_t window : {0, 3, 8}) {
       AttentionParams p{kHeads, 0.3f, window};
       std::vector<float> ref(f.q.size()), fast(f.q.size());
       ASSERT_TRUE(paged_attention_ref(f.q.data(), f.cache, f.seqs, p, ref.data()).ok());
