@@ -70,8 +70,9 @@ class Sampler {
   // standard library partitions.
   bool better(int32_t a, int32_t b) const;
 
-  // Positive float bits are ordered like the values, so the high bits of a weight name a
-  // bucket spanning a factor of 2^(1/128); weights lie in [0, 1] -> buckets [0, 0x3F80].
+  // Positive float bits are ordered like the values, so the top 16 bits of a weight (exponent
+  // and 7 mantissa bits) name a bucket no wider than a factor 1 + 1/128; weights lie in
+  // [0, 1] -> buckets [0, 0x3F80]. Tokens only need sorting inside the bucket a cut falls in.
   static constexpr uint32_t kBucketShift = 16;
   static constexpr uint32_t kNumBuckets = (0x3F800000u >> kBucketShift) + 1;
   static uint32_t weight_bucket(float w) { return std::bit_cast<uint32_t>(w) >> kBucketShift; }
