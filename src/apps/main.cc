@@ -16,10 +16,14 @@ struct Command {
 
 // One row per subcommand; a new command adds its row here and its declaration to commands.h.
 const std::vector<Command> kCommands = {
-    {"import", qs::apps::cmd_import, "convert a llama2.c checkpoint into an HF directory"},
     {"generate", qs::apps::cmd_generate, "complete one prompt, streamed to stdout"},
     {"chat", qs::apps::cmd_chat, "interactive conversation in the model's chat template"},
     {"inspect", qs::apps::cmd_inspect, "summarize a checkpoint directory (--json available)"},
+    {"make-model", qs::apps::cmd_make_model,
+     "write a random-weight checkpoint at a real model's shapes"},
+    {"bench", qs::apps::cmd_bench,
+     "benchmarks: `bench latency` (prefill/decode tokens/s, roofline)"},
+    {"import", qs::apps::cmd_import, "convert a llama2.c checkpoint into an HF directory"},
 };
 
 void usage(FILE* out) {
