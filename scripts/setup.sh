@@ -22,5 +22,10 @@ fi
 
 BUILD_DIR="${QS_BUILD_DIR:-build}"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+# Only the binary by default; scripts/test.sh passes --all to build the tests as well.
+if [[ "${1:-}" == "--all" ]]; then
+  cmake --build "$BUILD_DIR" -j"$(nproc)"
+else
+  cmake --build "$BUILD_DIR" --target quantserve -j"$(nproc)"
+fi
 echo "setup: built $BUILD_DIR/quantserve" >&2
