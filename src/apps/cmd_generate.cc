@@ -66,6 +66,18 @@ Status sampling_params(const Flags& flags, const io::GenerationConfig& gen, Samp
   return ok_status();
 }
 
+// Malformed numbers are usage errors (exit 2), caught before anything loads.
+Status check_numbers(const Flags& flags) {
+  for (const char* name : {"max-tokens", "top-k", "seed", "threads"}) {
+    if (flags.has(name)) QS_RETURN_IF_ERROR(flags.get_int(name).status());
+  }
+  for (const char* name : {"temperature", "top-p", "min-p", "repetition-penalty",
+                           "presence-penalty", "frequency-penalty"}) {
+    if (flags.has(name)) QS_RETURN_IF_ERROR(flags.get_double(name).status());
+  }
+  return ok_status();
+}
+
 Status run(const Flags& flags) {
   const std::string dir = flags.get("model");
   if (dir.empty()) return invalid_argument("--model is required");
@@ -151,6 +163,7 @@ int cmd_generate(const Args& args) {
   if (s.ok() && !flags.positionals().empty()) {
     s = invalid_argument("unexpected argument '" + flags.positionals()[0] + "'");
   }
+  if (s.ok()) s = check_numbers(flags);
   if (!s.ok()) {
     std::fprintf(stderr, "quantserve generate: %s\n\n%s", s.message().c_str(),
                  flags.usage(kUsageName).c_str());

@@ -27,19 +27,46 @@ std::string expected_stdout() {
   return ref.ok() ? (*ref)["expected_stdout"].get<std::string>() : "";
 }
 
+// Runs `cmd` in a shell and returns its stdout; *exit_code gets the exit status.
+std::string run_command(const std::string& cmd, int* exit_code) {
+  FILE* pipe = popen(cmd.c_str(), "r");
+  EXPECT_NE(pipe, nullptr) << cmd;
+  if (pipe == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  *exit_code = WEXITSTATUS(pclose(pipe));
+  return out;
+}
+
+struct Loaded {
+  std::unique_ptr<models::Model> model;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+};
+
+Loaded load(const std::string& dir) {
+  Loaded l;
+  auto model = models::Model::load(dir);
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  auto tokenizer = tok::load_tokenizer(dir);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+  if (model.ok()) l.model = std::move(*model);
+  if (tokenizer.ok()) l.tokenizer = std::move(*tokenizer);
+  return l;
+}
+
 TEST(Stories260K, GreedyFromBosMatchesLlama2c) {
-  auto model = models::Model::load(kModelDir);
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
-  auto tokenizer = tok::load_tokenizer(kModelDir);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+  Loaded l = load(kModelDir);
+  ASSERT_TRUE(l.model && l.tokenizer);
 
   engine::GenerationRequest request;
-  request.prompt_ids = (*tokenizer)->encode("", /*add_special_tokens=*/true);
+  request.prompt_ids = l.tokenizer->encode("", /*add_special_tokens=*/true);
   ASSERT_EQ(request.prompt_ids, std::vector<int32_t>{1});  // BOS only
   request.params.temperature = 0.0f;
   request.params.max_tokens = kNewTokens;
   ThreadPool pool(1);
-  engine::Generator generator(**model, **tokenizer, {2}, pool);
+  engine::Generator generator(*l.model, *l.tokenizer, {2}, pool);
   std::string streamed;
   auto results =
       generator.generate({request}, [&](size_t, const StepOutput& step) { streamed += step.text; });
@@ -53,19 +80,17 @@ TEST(Stories260K, GreedyFromBosMatchesLlama2c) {
 // Requests batched together (different prompt lengths and budgets, greedy and seeded
 // sampling, more prompt tokens than one step takes) each get what they get alone.
 TEST(Stories260K, BatchedRequestsMatchTheirSoloRuns) {
-  auto model = models::Model::load(kModelDir);
-  ASSERT_TRUE(model.ok()) << model.status().to_string();
-  auto tokenizer = tok::load_tokenizer(kModelDir);
-  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+  Loaded l = load(kModelDir);
+  ASSERT_TRUE(l.model && l.tokenizer);
   std::vector<engine::GenerationRequest> requests(3);
-  requests[0].prompt_ids = (*tokenizer)->encode("Once upon a time", true);
+  requests[0].prompt_ids = l.tokenizer->encode("Once upon a time", true);
   requests[0].params.temperature = 0.0f;
   requests[0].params.max_tokens = 40;
-  requests[1].prompt_ids = (*tokenizer)->encode("The cat", true);
+  requests[1].prompt_ids = l.tokenizer->encode("The cat", true);
   requests[1].params.temperature = 0.8f;
   requests[1].params.seed = 42;
   requests[1].params.max_tokens = 25;
-  requests[2].prompt_ids = (*tokenizer)->encode("", true);
+  requests[2].prompt_ids = l.tokenizer->encode("", true);
   requests[2].params.temperature = 0.0f;
   requests[2].params.max_tokens = 7;
   // Five 480-token prompts: 2400 prompt tokens exceed one step's budget, so the last one is
@@ -74,7 +99,7 @@ TEST(Stories260K, BatchedRequestsMatchTheirSoloRuns) {
   for (int i = 0; i < 200; ++i) story += "Tom had a red ball " + std::to_string(i) + ". ";
   for (int k = 0; k < 5; ++k) {
     engine::GenerationRequest r;
-    r.prompt_ids = (*tokenizer)->encode(story.substr(k * 7), true);
+    r.prompt_ids = l.tokenizer->encode(story.substr(k * 7), true);
     ASSERT_GE(r.prompt_ids.size(), 480u);
     r.prompt_ids.resize(480);
     r.params.temperature = 0.0f;
@@ -82,7 +107,7 @@ TEST(Stories260K, BatchedRequestsMatchTheirSoloRuns) {
     requests.push_back(r);
   }
   ThreadPool pool(1);
-  engine::Generator generator(**model, **tokenizer, {2}, pool);
+  engine::Generator generator(*l.model, *l.tokenizer, {2}, pool);
   auto batched = generator.generate(requests);
   ASSERT_TRUE(batched.ok()) << batched.status().to_string();
   for (size_t i = 3; i < requests.size(); ++i) {
@@ -98,31 +123,95 @@ TEST(Stories260K, BatchedRequestsMatchTheirSoloRuns) {
 }
 
 TEST(Stories260K, GenerateCommandPrintsExactlyTheCompletion) {
-  const std::string cmd = std::string(QS_BINARY) + " generate --model " + kModelDir +
-                          " --prompt \"\" --temperature 0 --threads 1 --max-tokens " +
-                          std::to_string(kNewTokens) + " 2>/dev/null";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  const int status = pclose(pipe);
-  EXPECT_EQ(status, 0) << cmd;
+  int code = -1;
+  const std::string out =
+      run_command(std::string(QS_BINARY) + " generate --model " + kModelDir +
+                      " --prompt \"\" --temperature 0 --threads 1 " + "--max-tokens " +
+                      std::to_string(kNewTokens) + " 2>/dev/null",
+                  &code);
+  EXPECT_EQ(code, 0);
   EXPECT_EQ(out, expected_stdout());
 }
 
+// A stop string ends the completion before it, in process and through the binary.
+TEST(Stories260K, StopStringEndsTheCompletion) {
+  Loaded l = load(kModelDir);
+  ASSERT_TRUE(l.model && l.tokenizer);
+  engine::GenerationRequest request;
+  request.prompt_ids = l.tokenizer->encode("", true);
+  request.params.temperature = 0.0f;
+  request.params.max_tokens = kNewTokens;
+  request.params.stop = {"Lily"};
+  ThreadPool pool(1);
+  engine::Generator generator(*l.model, *l.tokenizer, {2}, pool);
+  auto results = generator.generate({request});
+  ASSERT_TRUE(results.ok()) << results.status().to_string();
+  const std::string want = expected_stdout().substr(0, expected_stdout().find("Lily"));
+  EXPECT_EQ((*results)[0].text, want);
+  EXPECT_EQ((*results)[0].finish_reason, "stop");
+
+  int code = -1;
+  const std::string out =
+      run_command(std::string(QS_BINARY) + " generate --model " + kModelDir +
+                      " --prompt \"\" --temperature 0 --threads 1 --stop Lily 2>/dev/null",
+                  &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(out, want);
+}
+
+// --chat renders the chat template (here a minimal one added to a copy of the model) and
+// tokenizes its output without adding BOS again.
+TEST(Stories260K, ChatFlagUsesTheChatTemplate) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "qs_stories260k_chat";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(kModelDir)) {
+    fs::copy_file(e.path(), dir / e.path().filename());
+  }
+  auto config = io::read_json((dir / "tokenizer_config.json").string());
+  ASSERT_TRUE(config.ok());
+  (*config)["chat_template"] =
+      "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+      "{% if add_generation_prompt %} The end.{% endif %}";
+  fs::remove(dir / "tokenizer_config.json");
+  ASSERT_TRUE(io::write_json((dir / "tokenizer_config.json").string(), *config).ok());
+
+  Loaded l = load(dir.string());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  engine::GenerationRequest request;
+  request.prompt_ids = l.tokenizer->encode("<s>Tom was sad. The end.", false);
+  ASSERT_EQ(request.prompt_ids.front(), 1);
+  ASSERT_NE(request.prompt_ids[1], 1);
+  request.params.temperature = 0.0f;
+  request.params.max_tokens = 30;
+  ThreadPool pool(1);
+  engine::Generator generator(*l.model, *l.tokenizer, {2}, pool);
+  auto results = generator.generate({request});
+  ASSERT_TRUE(results.ok()) << results.status().to_string();
+  ASSERT_FALSE((*results)[0].text.empty());
+
+  int code = -1;
+  const std::string out = run_command(std::string(QS_BINARY) + " generate --model " + dir.string() +
+                                          " --chat --prompt 'Tom was sad.' " +
+                                          "--temperature 0 --max-tokens 30 --threads 1 2>/dev/null",
+                                      &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(out, (*results)[0].text);
+}
+
 TEST(Stories260K, GenerateCommandReportsBadInput) {
-  const std::string cmd =
-      std::string(QS_BINARY) + " generate --model /nonexistent/dir --prompt hi 2>&1 >/dev/null";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string err;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) err.append(buf, n);
-  EXPECT_EQ(WEXITSTATUS(pclose(pipe)), 1);
+  int code = -1;
+  const std::string err = run_command(
+      std::string(QS_BINARY) + " generate --model /nonexistent/dir --prompt hi 2>&1 >/dev/null",
+      &code);
+  EXPECT_EQ(code, 1);
   EXPECT_NE(err.find("/nonexistent/dir"), std::string::npos) << err;
+  const std::string usage = run_command(std::string(QS_BINARY) + " generate --model " + kModelDir +
+                                            " --max-tokens lots 2>&1 >/dev/null",
+                                        &code);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(usage.find("--max-tokens"), std::string::npos) << usage;
 }
 
 }  // namespace
