@@ -46,6 +46,9 @@ float reduce_add(__m256 v) {
 }
 
 // ---- GEMV: M rows of x against R rows of w, w streamed once ----------------------------
+// Each cache line of the rows 16 ahead is prefetched into L2: see linear_avx512.cc.
+constexpr int64_t kGemvPrefetchRows = 16;
+
 template <class W, int M, int R>
 void gemv_block(const LinearArgs& a, int64_t i0, int64_t j) {
   const auto* w = static_cast<const typename W::T*>(a.w) + j * a.k;
@@ -60,7 +63,12 @@ void gemv_block(const LinearArgs& a, int64_t i0, int64_t j) {
   for (; kk + 8 <= k; kk += 8) {
     __m256 wv[R];
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) wv[r] = W::load(w + r * k + kk);
+    for (int r = 0; r < R; ++r) {
+      wv[r] = W::load(w + r * k + kk);
+      if (kk * sizeof(typename W::T) % 64 == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(w + (kGemvPrefetchRows + r) * k + kk),
+                     _MM_HINT_T1);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const __m256 xv = _mm256_loadu_ps(x + i * k + kk);

@@ -69,6 +69,13 @@ __mmask16 first_lanes(int64_t count) {
 // ---- GEMV: M rows of x against R rows of w at a time ----------------------------------
 // Each weight vector is loaded once and used for all M rows of x, so w is streamed from
 // memory exactly once per call; M * R independent accumulators hide the FMA latency.
+// R rows are R interleaved streams, each only k * 2 bytes long (1792 B for a 0.5B model),
+// too short for the hardware prefetcher; so every cache line of the rows 16 ahead is
+// prefetched into L2 (measured: T1 beats T0, which competes with the demand loads for L1
+// miss buffers; 1-6 blocks ahead are equal; +70% on [4864 x 896], +10% on [896 x 4864]).
+// Past the last row the prefetches point beyond w, which is harmless: they never fault.
+constexpr int64_t kGemvPrefetchRows = 16;
+
 template <class W, int M, int R>
 void gemv_block(const LinearArgs& a, int64_t i0, int64_t j) {
   const auto* w = static_cast<const typename W::T*>(a.w) + j * a.k;
@@ -85,7 +92,9 @@ void gemv_block(const LinearArgs& a, int64_t i0, int64_t j) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       wv[r] = W::load(w + r * k + kk);
-      _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * k + kk), _MM_HINT_T0);
+      if (kk * sizeof(typename W::T) % 64 == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(w + (kGemvPrefetchRows + r) * k + kk),
+                     _MM_HINT_T1);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
