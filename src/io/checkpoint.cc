@@ -74,7 +74,7 @@ Result<Checkpoint> Checkpoint::open(const std::string& dir) {
   bool first = true;
   for (const auto& [shard, listed] : shards) {
     const std::string path = (fs::path(dir) / shard).string();
-    if (!fs::exists(path, ec)) {
+    if (!listed.empty() && !fs::exists(path, ec)) {
       return not_found(index_path.string() + " names shard " + shard + " (for tensor '" +
                        *listed.begin() + "'), but " + path + " does not exist");
     }

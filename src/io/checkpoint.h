@@ -19,7 +19,10 @@ namespace qs::io {
 
 class Checkpoint {
  public:
-  // `dir` holds model.safetensors or model.safetensors.index.json (+ shards).
+  // `dir` holds model.safetensors or model.safetensors.index.json (+ shards); the index wins
+  // when both exist, as in transformers. Every shard the index names must exist and hold the
+  // tensors the index places in it; a name stored in two shards is an error. Tensors a shard
+  // holds beyond its index entries are kept (transformers loads them too).
   static Result<Checkpoint> open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
@@ -46,12 +49,15 @@ class Checkpoint {
 };
 
 // Parses one .safetensors file into (name -> tensor) views of `file`. Validates the header
-// against the file: offsets in bounds, ordered, non-overlapping, sized dtype x shape.
+// against the file: offsets in bounds, non-overlapping, sized dtype x shape, known dtypes, no
+// duplicate names. Gaps between tensors are accepted. A tensor whose bytes are not aligned to
+// its element size is copied into an aligned buffer instead of viewed. `metadata` may be null.
 Status read_safetensors(const std::shared_ptr<MappedFile>& file,
                         std::vector<std::pair<std::string, Tensor>>* tensors,
                         std::map<std::string, std::string>* metadata);
 
-// Writes tensors (in the given order) as one .safetensors file.
+// Writes tensors (in the given order, contiguous, header space-padded to 8 bytes as upstream
+// does) as one .safetensors file, via a temporary file renamed into place.
 Status write_safetensors(const std::string& path,
                          const std::vector<std::pair<std::string, Tensor>>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
