@@ -1,7 +1,7 @@
 // kernels/cpu: AVX-512 per-token ops. Tails use masked loads and stores, so every element
 // takes the same vector path. exp() is Cephes' expf polynomial (rel. error ~2 ulp on
 // [-87, 88]) scaled by vscalefps, which also gives exact 0 / inf at the extremes.
-// GCC 12's AVX-512 headers trip -Wuninitialized (GCC bug 105593), see linear_avx512.cc.
+// GCC 12's AVX-512 headers trip a false -Wuninitialized; see linear_avx512.cc.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>

@@ -3,7 +3,7 @@
 // every product is accumulated in f32, so results differ from the reference only by
 // summation order. Compiled with -mavx512f/bw/vl/dq (file suffix _avx512.cc).
 // GCC 12's AVX-512 headers build some intrinsics from _mm512_undefined_*(), which
-// -Wuninitialized flags once inlined (GCC bug 105593, fixed in GCC 13).
+// -Wuninitialized flags once inlined (a false positive of GCC 12).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
