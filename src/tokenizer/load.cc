@@ -4,6 +4,7 @@
 // Special tokens and BOS/EOS come from tokenizer_config.json / special_tokens_map.json.
 #include <filesystem>
 
+#include "core/log.h"
 #include "io/checkpoint.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/sentencepiece_model.h"
@@ -107,7 +108,21 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& model_dir) 
   QS_ASSIGN_OR_RETURN(TokenizerConfig config, read_tokenizer_config(model_dir));
 
   if (is_file(dir / "tokenizer.json")) {
-    return from_tokenizer_json((dir / "tokenizer.json").string(), config, model_dir);
+    auto from_json = from_tokenizer_json((dir / "tokenizer.json").string(), config, model_dir);
+    // A tokenizer.json we cannot run (e.g. Gemma's pre-tokenizer) may sit beside the
+    // sentencepiece model it was converted from, which we can.
+    if (from_json.ok() || from_json.status().code() != StatusCode::kUnimplemented ||
+        !is_file(dir / "tokenizer.model")) {
+      return from_json;
+    }
+    auto from_model = from_tokenizer_model((dir / "tokenizer.model").string(), config, model_dir);
+    if (from_model.ok()) {
+      QS_LOG_INFO("%s; using tokenizer.model instead", from_json.status().message().c_str());
+      return from_model;
+    }
+    return Status(
+        StatusCode::kUnimplemented,
+        from_json.status().message() + "; and tokenizer.model: " + from_model.status().message());
   }
   if (is_file(dir / "vocab.json") && is_file(dir / "merges.txt")) {
     QS_ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> t,

@@ -230,6 +230,30 @@ TEST(LoadTokenizer, SentencePieceStyleTokenizerJson) {
   EXPECT_EQ((*r)->eos_id(), 2);
 }
 
+TEST(LoadTokenizer, UnsupportedTokenizerJsonFallsBackToTokenizerModel) {
+  const std::string unigram = R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})";
+  TempDir with_model("fallback");
+  with_model.write("tokenizer.json", unigram);
+  with_model.link("tokenizer.model", kData + "/tokenizers/llama2/tokenizer.model");
+  auto r = load_tokenizer(with_model.str());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_NE(dynamic_cast<SentencePieceTokenizer*>(r->get()), nullptr);
+
+  TempDir alone("no_fallback");
+  alone.write("tokenizer.json", unigram);
+  r = load_tokenizer(alone.str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("Unigram"), std::string::npos) << r.status().message();
+
+  TempDir broken("broken_json");  // a broken file is an error, not a reason to look further
+  broken.write("tokenizer.json", "{");
+  broken.link("tokenizer.model", kData + "/tokenizers/llama2/tokenizer.model");
+  r = load_tokenizer(broken.str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("tokenizer.json"), std::string::npos);
+}
+
 TEST(LoadTokenizer, VocabMergesGoToByteLevelBpe) {
   TempDir dir("qwen");
   for (const char* f : {"vocab.json", "merges.txt", "tokenizer_config.json"}) {
