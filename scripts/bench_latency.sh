@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Reproduces the end-to-end numbers of docs/benchmarks.md: writes random-weight checkpoints at
+# real shapes (bf16) and runs `quantserve bench latency` on 1 and 2 threads, with the read
+# bandwidth measured around every decode test. Results: bench-results/*.json and the tables
+# printed on stdout. Usage: scripts/bench_latency.sh [preset ...] (default qwen2.5-0.5b).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ -x build/quantserve ]] || scripts/setup.sh
+
+presets=("$@")
+((${#presets[@]})) || presets=(qwen2.5-0.5b)
+mkdir -p bench-results
+for preset in "${presets[@]}"; do
+  dir="bench-models/${preset}-bf16"
+  [[ -f "$dir/model.safetensors" ]] || build/quantserve make-model --like "$preset" --dtype bf16 --out "$dir"
+  build/quantserve inspect "$dir" | grep -E 'architecture|parameters|weight memory'
+  build/quantserve bench latency --model "$dir" --input-len 512 --output-len 128 --threads 1,2 \
+    --repetitions "${QS_BENCH_REPS:-5}" --json "bench-results/${preset}-bf16.json"
+done
