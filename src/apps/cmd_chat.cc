@@ -118,6 +118,30 @@ Status run_turn(Session& s, const std::string& user_text) {
   return ok_status();
 }
 
+// {} when the flag is absent.
+Result<nlohmann::ordered_json> parse_template_kwargs(const Flags& flags) {
+  if (!flags.has("chat-template-kwargs")) return nlohmann::ordered_json::object();
+  auto kwargs = nlohmann::ordered_json::parse(flags.get("chat-template-kwargs"), nullptr,
+                                              /*allow_exceptions=*/false);
+  if (!kwargs.is_object()) {
+    return invalid_argument("--chat-template-kwargs must be a JSON object, got '" +
+                            flags.get("chat-template-kwargs") + "'");
+  }
+  return kwargs;
+}
+
+// Malformed numbers and JSON are usage errors (exit 2), caught before anything loads.
+Status check_flag_values(const Flags& flags) {
+  for (const char* name : {"max-tokens", "top-k", "seed", "threads"}) {
+    if (flags.has(name)) QS_RETURN_IF_ERROR(flags.get_int(name).status());
+  }
+  for (const char* name : {"temperature", "top-p", "min-p", "repetition-penalty",
+                           "presence-penalty", "frequency-penalty"}) {
+    if (flags.has(name)) QS_RETURN_IF_ERROR(flags.get_double(name).status());
+  }
+  return parse_template_kwargs(flags).status();
+}
+
 Status run(const Flags& flags) {
   const std::string dir = flags.get("model");
   if (dir.empty()) return invalid_argument("--model is required");
@@ -125,15 +149,7 @@ Status run(const Flags& flags) {
   if (threads < 1 || threads > 1024) {
     return invalid_argument("--threads must be in [1, 1024], got " + std::to_string(threads));
   }
-  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
-  if (flags.has("chat-template-kwargs")) {
-    template_kwargs = nlohmann::ordered_json::parse(flags.get("chat-template-kwargs"), nullptr,
-                                                    /*allow_exceptions=*/false);
-    if (!template_kwargs.is_object()) {
-      return invalid_argument("--chat-template-kwargs must be a JSON object, got '" +
-                              flags.get("chat-template-kwargs") + "'");
-    }
-  }
+  QS_ASSIGN_OR_RETURN(nlohmann::ordered_json template_kwargs, parse_template_kwargs(flags));
 
   QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir));
   QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(dir));
@@ -221,6 +237,7 @@ int cmd_chat(const Args& args) {
   if (s.ok() && !flags.positionals().empty()) {
     s = invalid_argument("unexpected argument '" + flags.positionals()[0] + "'");
   }
+  if (s.ok()) s = check_flag_values(flags);
   if (!s.ok()) {
     std::fprintf(stderr, "quantserve chat: %s\n\n%s", s.message().c_str(),
                  flags.usage(kUsageName).c_str());

@@ -144,7 +144,7 @@ TEST_F(ChatCliTest, ErrorsNameTheProblem) {
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("top_p must be in (0, 1], got 1.5"), std::string::npos) << r.err;
   r = run("", "chat " + model() + " --chat-template-kwargs '{\"a\": '");
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("--chat-template-kwargs must be a JSON object"), std::string::npos) << r.err;
 }
 
