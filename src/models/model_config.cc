@@ -2,6 +2,7 @@
 #include "models/model_config.h"
 
 #include <cmath>
+#include <numbers>
 
 #include "io/checkpoint.h"
 #include "models/families.h"
@@ -150,8 +151,17 @@ Status parse_token_ids(const json& config, ModelConfig* out) {
 }  // namespace
 
 Status parse_qwen_sliding_window(const json& config, ModelConfig* out) {
+  // transformers' Qwen2Config/Qwen3Config: sliding_window counts only when
+  // use_sliding_window is true; layer_types, when given, picks the layers, else those from
+  // max_window_layers on.
+  QS_ASSIGN_OR_RETURN(auto use, json_bool(config, "use_sliding_window"));
+  QS_ASSIGN_OR_RETURN(auto window_field, json_int(config, "sliding_window"));
+  // 0: no window.
+  const int64_t window = use.value_or(false) ? window_field.value_or(0) : 0;
+  if (window < 0 || (use.value_or(false) && window_field && window == 0)) {
+    return invalid_argument("config field 'sliding_window' must be positive or null");
+  }
   auto types = config.find("layer_types");
-  QS_ASSIGN_OR_RETURN(auto window, json_int(config, "sliding_window"));
   if (types != config.end() && !types->is_null()) {
     if (!types->is_array() || static_cast<int64_t>(types->size()) != out->n_layers) {
       return invalid_argument("config field 'layer_types' must list one type per layer (" +
@@ -160,20 +170,19 @@ Status parse_qwen_sliding_window(const json& config, ModelConfig* out) {
     for (int64_t i = 0; i < out->n_layers; ++i) {
       const json& t = (*types)[i];
       if (t == "full_attention") continue;
-      if (t != "sliding_attention")
+      if (t != "sliding_attention") {
         return unimplemented("layer type " + t.dump() + " is not supported");
-      if (!window || *window <= 0)
-        return invalid_argument("'sliding_attention' layers need a positive 'sliding_window'");
-      out->sliding_window[i] = *window;
+      }
+      out->sliding_window[i] = window;
     }
     return ok_status();
   }
-  QS_ASSIGN_OR_RETURN(auto use, json_bool(config, "use_sliding_window"));
-  if (!use.value_or(false) || !window) return ok_status();
-  if (*window <= 0) return invalid_argument("config field 'sliding_window' must be positive");
+  if (window == 0) return ok_status();
   QS_ASSIGN_OR_RETURN(auto max_window_layers, json_int(config, "max_window_layers"));
-  for (int64_t i = max_window_layers.value_or(0); i < out->n_layers; ++i)
-    out->sliding_window[i] = *window;
+  // 28 is the default of Qwen2Config and Qwen3Config.
+  for (int64_t i = max_window_layers.value_or(28); i < out->n_layers; ++i) {
+    out->sliding_window[i] = window;
+  }
   return ok_status();
 }
 
@@ -274,7 +283,7 @@ std::vector<float> rope_inv_freq(const ModelConfig& config) {
     const double low_freq_wavelen = old_ctx / r.low_freq_factor;
     const double high_freq_wavelen = old_ctx / r.high_freq_factor;
     for (auto& f : inv) {
-      const double wavelen = 2.0 * M_PI / f;
+      const double wavelen = 2.0 * std::numbers::pi / f;
       if (wavelen > low_freq_wavelen) {
         f = static_cast<float>(f / r.factor);
       } else if (wavelen >= high_freq_wavelen) {

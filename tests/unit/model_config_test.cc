@@ -75,6 +75,14 @@ TEST(ModelConfig, Qwen2SlidingWindowOnUpperLayers) {
   auto on = parse_model_config(c);
   ASSERT_TRUE(on.ok());
   EXPECT_EQ(on->sliding_window, (std::vector<int64_t>{0, 64, 64}));
+  c["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  auto typed = parse_model_config(c);
+  ASSERT_TRUE(typed.ok());
+  EXPECT_EQ(typed->sliding_window, (std::vector<int64_t>{64, 0, 64}));
+  c["use_sliding_window"] = false;  // as transformers: then no layer has a window
+  auto unused = parse_model_config(c);
+  ASSERT_TRUE(unused.ok());
+  EXPECT_EQ(unused->sliding_window, (std::vector<int64_t>{0, 0, 0}));
 }
 
 TEST(ModelConfig, Qwen3ExplicitHeadDimAndQkNorm) {
