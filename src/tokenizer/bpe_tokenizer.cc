@@ -6,6 +6,7 @@
 
 #include "core/mmap_file.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer/utf8_nfc.h"
 
 namespace qs::tok {
 
@@ -48,7 +49,9 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_specia
       ids.push_back(seg.token_id);
       continue;
     }
-    for (const std::string& piece : pretokenizer_.run(seg.text)) model_.encode_piece(piece, &ids);
+    const std::vector<std::string> pieces =
+        nfc_ ? pretokenizer_.run(utf8_nfc(seg.text)) : pretokenizer_.run(seg.text);
+    for (const std::string& piece : pieces) model_.encode_piece(piece, &ids);
   }
   if (add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
@@ -186,7 +189,9 @@ Result<std::unique_ptr<BpeTokenizer>> load_bpe_vocab_merges(const std::string& v
       return invalid_argument("added token \"" + a.content + "\" for " + vocab_path + " has no id");
     }
   }
-  return std::make_unique<BpeTokenizer>(std::move(model), std::move(pre), options.added_tokens);
+  auto tok = std::make_unique<BpeTokenizer>(std::move(model), std::move(pre), options.added_tokens);
+  tok->set_nfc(options.nfc.value_or(options.pretokenizer == PretokenizerKind::kQwen2));
+  return tok;
 }
 
 }  // namespace qs::tok

@@ -50,6 +50,9 @@ class BpeTokenizer final : public Tokenizer {
   Status set_add_eos(bool add);
   // HF TemplateProcessing "single": ids before and after the text.
   void set_template(std::vector<int32_t> prefix, std::vector<int32_t> suffix);
+  // NFC-normalize text between added tokens before pre-tokenizing (HF normalizer "NFC";
+  // Qwen2Tokenizer does the same).
+  void set_nfc(bool nfc) { nfc_ = nfc; }
 
   const BpeModel& model() const { return model_; }
   // The pre-token pieces `text` (without added tokens) is cut into; for tests and tools.
@@ -66,6 +69,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t vocab_size_ = 0;
   std::vector<int32_t> prefix_ids_;  // put before the text when add_special_tokens
   std::vector<int32_t> suffix_ids_;  // ... and after it
+  bool nfc_ = false;
 };
 
 // How to read files that do not describe their own pre-tokenizer or special tokens
@@ -78,15 +82,17 @@ struct BpeFileOptions {
   std::optional<bool> ignore_merges;
   // Added/special tokens with their ids, e.g. TokenizerConfig::added_tokens.
   std::vector<AddedToken> added_tokens;
+  // NFC-normalize the text first. Unset: true for kQwen2 (Qwen2Tokenizer and Qwen2's
+  // tokenizer.json both do), false otherwise.
+  std::optional<bool> nfc;
 };
 
 // HF tokenizer.json whose model is byte-level BPE: model.type "BPE" with vocab, merges ("a b"
 // strings or [a, b] pairs), ignore_merges, unk_token; pre_tokenizer ByteLevel / Split (Regex
 // or String) / Digits / Sequence of them; added_tokens; post_processor TemplateProcessing
-// (sets the prefix/suffix ids and BOS), ByteLevel, Sequence. Normalizer: none or NFC, which is
-// NOT applied (the text must already be NFC; nearly all text is). Anything else, including
-// SentencePiece-style BPE (Metaspace, byte_fallback), is Unimplemented. `where` names the
-// source in messages.
+// (sets the prefix/suffix ids and BOS), ByteLevel, Sequence; normalizer none or NFC.
+// Anything else, including SentencePiece-style BPE (Metaspace, byte_fallback), is
+// Unimplemented. `where` names the source in messages.
 Result<std::unique_ptr<BpeTokenizer>> load_bpe_tokenizer_json(const nlohmann::json& j,
                                                               const std::string& where);
 // The same from a file path.

@@ -3,7 +3,6 @@
 // refused with Unimplemented rather than loaded approximately.
 #include <nlohmann/json.hpp>
 
-#include "core/log.h"
 #include "core/mmap_file.h"
 #include "tokenizer/bpe_tokenizer.h"
 
@@ -210,15 +209,14 @@ Result<std::unique_ptr<BpeTokenizer>> load_bpe_tokenizer_json(const json& j,
     }
   }
 
-  // Normalizer: HF runs it before pre-tokenization. We run none; NFC is let through because
-  // it changes nothing on text that is already NFC (see bpe_tokenizer.h).
+  // Normalizer: HF runs it on the text between added tokens, before pre-tokenization.
+  bool nfc = false;
   auto norm = j.find("normalizer");
   if (norm != j.end() && !norm->is_null()) {
     if (type_of(*norm) != "NFC") {
       return unimplemented(where + ": normalizer \"" + type_of(*norm) + "\"");
     }
-    QS_LOG_WARN("%s: NFC normalizer not applied; input text is assumed to be NFC already",
-                where.c_str());
+    nfc = true;
   }
 
   Pretokenizer pre;
@@ -282,6 +280,7 @@ Result<std::unique_ptr<BpeTokenizer>> load_bpe_tokenizer_json(const json& j,
   }
 
   auto tok = std::make_unique<BpeTokenizer>(std::move(model), std::move(pre), std::move(added));
+  tok->set_nfc(nfc);
   for (int32_t id : prefix) {
     if (id >= tok->vocab_size()) {
       return data_loss(where + ": post_processor uses id " + std::to_string(id) +

@@ -112,7 +112,9 @@ Result<std::unique_ptr<BpeTokenizer>> load_tiktoken(const std::string& path,
   }
   QS_ASSIGN_OR_RETURN(BpeModel model, read_tiktoken_model(path));
   QS_ASSIGN_OR_RETURN(Pretokenizer pre, Pretokenizer::for_kind(options.pretokenizer));
-  return std::make_unique<BpeTokenizer>(std::move(model), std::move(pre), options.added_tokens);
+  auto tok = std::make_unique<BpeTokenizer>(std::move(model), std::move(pre), options.added_tokens);
+  tok->set_nfc(options.nfc.value_or(false));
+  return tok;
 }
 
 std::vector<AddedToken> llama3_special_tokens(int32_t first_id) {

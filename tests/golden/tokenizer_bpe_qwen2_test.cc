@@ -70,5 +70,20 @@ TEST(TokenizerBpeQwen2, SpecialTokens) {
   EXPECT_EQ(tok->encode("Hello world", true), (std::vector<int32_t>{9707, 1879}));
 }
 
+TEST(TokenizerBpeQwen2, NormalizesToNfc) {
+  // Qwen2Tokenizer (and Qwen2's tokenizer.json normalizer) apply NFC first, so decomposed
+  // input gets the ids of its composed form.
+  std::unique_ptr<BpeTokenizer> tok = load_qwen2();
+  ASSERT_NE(tok, nullptr);
+  const std::string composed =
+      "C\xE1\xBB\xAD"
+      "a Vi\xE1\xBB\x87t";  // "Cửa Việt"
+  const std::string decomposed =
+      "Cu\xCC\x9B\xCC\x89"
+      "a Vie\xCC\xA3\xCC\x82t";  // its NFD
+  EXPECT_EQ(tok->encode(decomposed, false), tok->encode(composed, false));
+  EXPECT_EQ(tok->decode(tok->encode(decomposed, false), false), composed);
+}
+
 }  // namespace
 }  // namespace qs::tok
