@@ -159,6 +159,46 @@ TEST(Stories260K, StopStringEndsTheCompletion) {
   EXPECT_EQ(out, want);
 }
 
+// The generator's EOS list ends a request ("stop", the EOS text left out) unless ignore_eos;
+// bad requests are refused before any work.
+TEST(Stories260K, EosIdsAndBadRequests) {
+  Loaded l = load(kModelDir);
+  ASSERT_TRUE(l.model && l.tokenizer);
+  const int32_t period = l.tokenizer->piece_to_id(".");
+  ASSERT_GE(period, 0);
+  ThreadPool pool(1);
+  engine::Generator generator(*l.model, *l.tokenizer, {period}, pool);
+  engine::GenerationRequest request;
+  request.prompt_ids = {1};
+  request.params.temperature = 0.0f;
+  request.params.max_tokens = 60;
+  auto stopped = generator.generate({request});
+  ASSERT_TRUE(stopped.ok()) << stopped.status().to_string();
+  EXPECT_EQ((*stopped)[0].finish_reason, "stop");
+  EXPECT_EQ((*stopped)[0].output_ids.back(), period);
+  const std::string first_sentence = expected_stdout().substr(0, expected_stdout().find('.'));
+  EXPECT_EQ((*stopped)[0].text, first_sentence);
+
+  request.params.ignore_eos = true;
+  auto ignored = generator.generate({request});
+  ASSERT_TRUE(ignored.ok());
+  EXPECT_EQ((*ignored)[0].finish_reason, "length");
+  EXPECT_EQ((*ignored)[0].output_ids.size(), 60u);
+
+  engine::GenerationRequest empty = request;
+  empty.prompt_ids.clear();
+  EXPECT_EQ(generator.generate({empty}).status().code(), StatusCode::kInvalidArgument);
+  engine::GenerationRequest too_long = request;
+  too_long.prompt_ids.assign(512, 1);
+  EXPECT_EQ(generator.generate({too_long}).status().code(), StatusCode::kOutOfRange);
+  engine::GenerationRequest bad_id = request;
+  bad_id.prompt_ids = {1, 512};
+  EXPECT_EQ(generator.generate({bad_id}).status().code(), StatusCode::kInvalidArgument);
+  engine::GenerationRequest bad_params = request;
+  bad_params.params.top_p = 0.0f;
+  EXPECT_FALSE(generator.generate({bad_params}).ok());
+}
+
 // --chat renders the chat template (here a minimal one added to a copy of the model) and
 // tokenizes its output without adding BOS again.
 TEST(Stories260K, ChatFlagUsesTheChatTemplate) {
