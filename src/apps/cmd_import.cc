@@ -14,9 +14,6 @@ namespace {
 constexpr const char* kUsageName = "import llama2c";
 
 Status import_llama2c(const Flags& flags) {
-  if (!flags.has("checkpoint") || !flags.has("out")) {
-    return invalid_argument("--checkpoint and --out are required");
-  }
   const std::string out = flags.get("out");
   QS_RETURN_IF_ERROR(io::import_llama2c_weights(flags.get("checkpoint"), out));
   if (flags.has("tokenizer")) {
@@ -39,6 +36,9 @@ int cmd_import(const Args& args) {
   }
   if (s.ok() && (flags.positionals().size() != 1 || flags.positionals()[0] != "llama2c")) {
     s = invalid_argument("expected the source format 'llama2c' (the only one supported)");
+  }
+  if (s.ok() && (!flags.has("checkpoint") || !flags.has("out"))) {
+    s = invalid_argument("--checkpoint and --out are required");
   }
   if (!s.ok()) {
     std::fprintf(stderr, "quantserve import: %s\n\n%s", s.message().c_str(),

@@ -2,6 +2,7 @@
 // JSON file helpers. A tensor is reachable under exactly one name from exactly one file:
 // an index that points at a missing shard or tensor, or two files holding the same name,
 // are errors rather than a silent choice.
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -128,6 +129,75 @@ Result<Tensor> Checkpoint::get(const std::string& name,
 std::string Checkpoint::file_of(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? "" : it->second.file;
+}
+
+Status write_checkpoint(const std::string& dir,
+                        const std::vector<std::pair<std::string, Tensor>>& tensors,
+                        const std::map<std::string, std::string>& metadata,
+                        uint64_t max_shard_bytes) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return not_found(dir + ": not a directory");
+  if (max_shard_bytes == 0) return invalid_argument("max_shard_bytes must be positive");
+  // Check what write_safetensors would refuse, across shards, before touching the directory.
+  std::set<std::string> seen;
+  for (const auto& [name, t] : tensors) {
+    if (name == "__metadata__" || !seen.insert(name).second) {
+      return invalid_argument(dir + ": tensor name '" + name + "' is reserved or given twice");
+    }
+    for (int64_t d : t.shape) {
+      if (d < 0) {
+        return invalid_argument(dir + ": tensor '" + name + "' has negative shape " +
+                                shape_string(t.shape));
+      }
+    }
+    if (t.data == nullptr && t.nbytes() > 0) {
+      return invalid_argument(dir + ": tensor '" + name + "' has no data");
+    }
+  }
+  // Group tensors into shards in order, starting a new shard when the next tensor would push
+  // the current one past the limit.
+  std::vector<std::vector<std::pair<std::string, Tensor>>> shards(1);
+  uint64_t shard_bytes = 0, total_bytes = 0;
+  for (const auto& named : tensors) {
+    const uint64_t n = named.second.nbytes();
+    if (!shards.back().empty() && shard_bytes + n > max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(named);
+    shard_bytes += n;
+    total_bytes += n;
+  }
+  std::vector<std::string> names;
+  if (shards.size() == 1) {
+    names.push_back(kSingleFile);
+  } else {
+    for (size_t i = 0; i < shards.size(); ++i) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+      names.push_back(buf);
+    }
+  }
+
+  // Remove what a previous save left: the other layout's files and shards of another count.
+  const std::set<std::string> keep(names.begin(), names.end());
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool ours = name == kSingleFile || name == kIndexFile ||
+                      (name.rfind("model-", 0) == 0 && name.find("-of-") != std::string::npos &&
+                       name.size() > 12 && name.substr(name.size() - 12) == ".safetensors");
+    if (ours && keep.count(name) == 0) fs::remove(entry.path(), ec);
+  }
+
+  json weight_map = json::object();
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string path = (fs::path(dir) / names[i]).string();
+    QS_RETURN_IF_ERROR(write_safetensors(path, shards[i], metadata));
+    for (const auto& [name, t] : shards[i]) weight_map[name] = names[i];
+  }
+  if (shards.size() == 1) return ok_status();
+  return write_json((fs::path(dir) / kIndexFile).string(),
+                    {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}});
 }
 
 Result<json> read_json(const std::string& path) {

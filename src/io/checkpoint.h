@@ -17,6 +17,9 @@
 
 namespace qs::io {
 
+// transformers' save_pretrained default max_shard_size ("5GB", decimal).
+constexpr uint64_t kDefaultMaxShardBytes = 5'000'000'000ull;
+
 class Checkpoint {
  public:
   // `dir` holds model.safetensors or model.safetensors.index.json (+ shards); the index wins
@@ -61,6 +64,18 @@ Status read_safetensors(const std::shared_ptr<MappedFile>& file,
 Status write_safetensors(const std::string& path,
                          const std::vector<std::pair<std::string, Tensor>>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
+
+// Writes `tensors` into the directory `dir` (which must exist) the way transformers'
+// save_pretrained lays them out: one model.safetensors when they total at most
+// `max_shard_bytes`, otherwise model-00001-of-0000N.safetensors shards filled in order (a
+// tensor larger than the limit gets a shard of its own) plus model.safetensors.index.json
+// {"metadata": {"total_size"}, "weight_map"}. Older checkpoint files of these names in `dir`
+// are removed, so the directory never mixes two checkpoints.
+Status write_checkpoint(const std::string& dir,
+                        const std::vector<std::pair<std::string, Tensor>>& tensors,
+                        // transformers checks "format"; older releases refuse files without it
+                        const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
+                        uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 
 // Reads and parses a JSON file; a parse error names the file, line and column.
 Result<nlohmann::json> read_json(const std::string& path);

@@ -222,12 +222,6 @@ Status import_llama2c_weights(const std::string& bin_path, const std::string& ou
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return io_error("cannot create " + out_dir + ": " + ec.message());
-  // A stale index would take precedence over the model.safetensors written here.
-  if (fs::exists(fs::path(out_dir) / "model.safetensors.index.json", ec)) {
-    return invalid_argument(out_dir +
-                            " already holds a sharded checkpoint "
-                            "(model.safetensors.index.json); import into an empty directory");
-  }
   QS_RETURN_IF_ERROR(
       write_json((fs::path(out_dir) / "config.json").string(), llama2c_hf_config(c)));
   GenerationConfig gen;
@@ -235,9 +229,8 @@ Status import_llama2c_weights(const std::string& bin_path, const std::string& ou
   gen.eos_token_ids = {kEosId};
   QS_RETURN_IF_ERROR(write_json((fs::path(out_dir) / "generation_config.json").string(),
                                 generation_config_to_json(gen)));
-  // transformers checks this metadata key; older releases refuse files that lack it.
-  return write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors,
-                           {{"format", "pt"}});
+  // write_checkpoint removes checkpoint files an earlier import may have left in out_dir.
+  return write_checkpoint(out_dir, tensors);
 }
 
 }  // namespace qs::io

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -173,6 +174,48 @@ TEST_F(CheckpointTest, CorruptShardErrorNamesShard) {
   write_index({{"x", "s1.safetensors"}});
   const std::string msg = open_error();
   EXPECT_EQ(msg.find(path("s1.safetensors") + ": "), 0u) << msg;
+}
+
+TEST_F(CheckpointTest, WriteCheckpointShardsLikeSavePretrained) {
+  // 5 tensors of 8, 8, 20, 4, 8 bytes with a 16-byte limit: [a b] [c] [d e].
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, n] : std::vector<std::pair<std::string, int64_t>>{
+           {"a", 2}, {"b", 2}, {"c", 5}, {"d", 1}, {"e", 2}}) {
+    tensors.emplace_back(name, Tensor::from_f32(DType::kF32, {n}, std::vector<float>(n, 1.0f)));
+  }
+  ASSERT_TRUE(write_checkpoint(dir_, tensors, {{"format", "pt"}}, 16).ok());
+  auto index = read_json(path("model.safetensors.index.json"));
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ((*index)["metadata"]["total_size"], 48);
+  EXPECT_EQ((*index)["weight_map"], json({{"a", "model-00001-of-00003.safetensors"},
+                                          {"b", "model-00001-of-00003.safetensors"},
+                                          {"c", "model-00002-of-00003.safetensors"},
+                                          {"d", "model-00003-of-00003.safetensors"},
+                                          {"e", "model-00003-of-00003.safetensors"}}));
+  auto c = Checkpoint::open(dir_);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->names().size(), 5u);
+  EXPECT_EQ(c->metadata().at("format"), "pt");
+  auto t = c->get("c", {5});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->to_f32(), std::vector<float>(5, 1.0f));
+
+  // Saving again as one file removes the shards and the index; unrelated files stay.
+  ASSERT_TRUE(write_file(path("config.json"), "{}").ok());
+  ASSERT_TRUE(write_checkpoint(dir_, tensors).ok());
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir_)) files.push_back(e.path().filename());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"config.json", "model.safetensors"}));
+  EXPECT_TRUE(Checkpoint::open(dir_).ok());
+
+  // Bad input is refused before anything in the directory changes.
+  tensors.push_back(tensors.front());
+  Status s = write_checkpoint(dir_, tensors, {}, 16);
+  EXPECT_NE(s.message().find("tensor name 'a' is reserved or given twice"), std::string::npos)
+      << s.message();
+  EXPECT_TRUE(fs::exists(path("model.safetensors")));
+  EXPECT_FALSE(write_checkpoint(path("missing"), {}).ok());
 }
 
 }  // namespace

@@ -6,9 +6,11 @@
 #include "io/llama2c_import.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -159,6 +161,34 @@ TEST_F(Llama2cImport, ShippedModelEqualsFreshImport) {
     EXPECT_TRUE(*fresh == *committed)
         << name << " differs: regenerate with the command in " << (shipped / "README.md").string();
   }
+}
+
+// The built binary: `quantserve import llama2c` writes weights and tokenizer files; usage
+// errors exit 2, conversion errors exit 1, neither writes a checkpoint.
+TEST_F(Llama2cImport, ImportCommand) {
+  auto run = [](const std::string& args) {
+    const std::string cmd = std::string(QS_BINARY) + " import " + args + " >/dev/null 2>&1";
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  const std::string data = std::string(QS_SHARED_DATA_DIR) + "/models/";
+  const std::string out = path("cli");
+  ASSERT_EQ(run("llama2c --checkpoint " + kStoriesBin + " --tokenizer " + data +
+                "tok512.bin --out " + out),
+            0);
+  for (const char* name : {"config.json", "generation_config.json", "model.safetensors",
+                           "tokenizer.model", "tokenizer_config.json"}) {
+    EXPECT_TRUE(fs::exists(fs::path(out) / name)) << name;
+  }
+  auto ckpt = Checkpoint::open(out);
+  ASSERT_TRUE(ckpt.ok());
+  EXPECT_EQ(ckpt->names().size(), 47u);
+
+  EXPECT_EQ(run("llama2c --out " + path("x")), 2);                                // no --checkpoint
+  EXPECT_EQ(run("gguf --checkpoint " + kStoriesBin + " --out " + path("x")), 2);  // format
+  EXPECT_EQ(run("llama2c --checkpoint " + kStoriesBin + " --out " + path("x") + " --bogus"), 2);
+  EXPECT_EQ(run("llama2c --checkpoint " + data + "tok512.bin --out " + path("x")), 1);
+  EXPECT_FALSE(fs::exists(path("x")));
 }
 
 // y = W x for W [rows, cols].
