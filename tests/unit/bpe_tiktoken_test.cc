@@ -44,13 +44,13 @@ class BpeTiktoken : public ::testing::Test {
   void TearDown() override {
     for (const std::string& p : paths_) std::filesystem::remove(p);
   }
-  // Ranks 0..255 are the bytes; "bc" 256 outranks "ab" 257; "abc" 258; "abcd" 259.
+  // Ranks 0..255 are the bytes; "bc" 256 outranks "ab" 257; "abcd" 258 cannot be reached by
+  // merging (no "abc" or "cd"), only by the whole-piece lookup.
   std::string toy_ranks() {
     std::string text;
     for (int b = 0; b < 256; ++b)
       text += base64(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
-    text += base64("bc") + " 256\n" + base64("ab") + " 257\n" + base64("abc") + " 258\n";
-    text += base64("abcd") + " 259\n";
+    text += base64("bc") + " 256\n" + base64("ab") + " 257\n" + base64("abcd") + " 258\n";
     return text;
   }
   std::vector<std::string> paths_;
@@ -59,18 +59,17 @@ class BpeTiktoken : public ::testing::Test {
 TEST_F(BpeTiktoken, RanksAreMergePriorities) {
   BpeFileOptions opt;
   opt.pretokenizer = PretokenizerKind::kLlama3;
-  opt.added_tokens = llama3_special_tokens(260);
+  opt.added_tokens = llama3_special_tokens(259);
   auto tok = load_tiktoken(write("toy", toy_ranks()), opt);
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
   using Ids = std::vector<int32_t>;
-  EXPECT_EQ((*tok)->encode("abc", false), (Ids{258}));  // whole piece is a token
-  EXPECT_EQ((*tok)->encode("abcd", false), (Ids{259}));
-  // a b c a b: "bc" (256) merges first, then "ab" (257) at the end, then a + bc = "abc"
-  // (258). Merging "ab" first would have given {257, 'c', 257}.
-  EXPECT_EQ((*tok)->encode("abcab", false), (Ids{258, 257}));
+  // "bc" (256) merges before "ab" (257); merge-list order "a b" first would give {257, 'c'}.
+  EXPECT_EQ((*tok)->encode("abc", false), (Ids{'a', 256}));
+  EXPECT_EQ((*tok)->encode("abcd", false), (Ids{258}));  // whole piece
+  EXPECT_EQ((*tok)->encode("abcde", false), (Ids{'a', 256, 'd', 'e'}));
   EXPECT_EQ((*tok)->encode("xab", false), (Ids{'x', 257}));
-  EXPECT_EQ((*tok)->encode("ab<|eot_id|>", false), (Ids{257, 269}));
-  EXPECT_EQ((*tok)->vocab_size(), 260 + 256);
+  EXPECT_EQ((*tok)->encode("ab<|eot_id|>", false), (Ids{257, 268}));
+  EXPECT_EQ((*tok)->vocab_size(), 259 + 256);
   EXPECT_EQ((*tok)->id_to_piece(' '), "\xC4\xA0");  // pieces are shown in byte-level form
   EXPECT_EQ((*tok)->token_bytes(257), "ab");
 }
