@@ -331,6 +331,13 @@ JINJA_CASES = [
     ("dict_methods", "{{ d.keys()|list }} {{ d.values()|list }} {{ d.items()|list }} {{ d.get('a') }} {{ d.get('zz') }} {{ d.get('zz', 5) }}", {}),
     ("globals", "{{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ range(3, 0, -1)|list }} {{ dict(a=1, b='x') }} {{ namespace(a=1).a }}", {}),
     ("tuple_literal", "{{ (1, 2) }} {{ (1,) }} {% for a, b in [(1, 2), (3, 4)] %}{{ a + b }}{% endfor %}", {}),
+    # markupsafe.Markup from |safe: `+` escapes the plain operand (functionary-v3.1 does this)
+    ("markup_plus_escapes", "{{ 'a<'|safe + '<b>\"' }} {{ '&x' + 'y'|safe }} {{ ('q'|safe + d|tojson) }} {{ '<'|safe ~ '<' }} {{ ('<'|safe) * 2 }}", {}),
+    ("markup_methods", "{{ ('<a> '|safe).strip() }} {{ ('x'|safe).replace('x', '<') }} {{ ('a,b'|safe).split(',') }} {{ ('{}'|safe).format('<') }} {{ ('<'|safe)|trim }} {{ ('a'|safe)|upper + '&' }} {{ ('<x>'|safe)[1] + '&' }}", {}),
+    ("markup_escape_filter", "{{ \"<a & 'b'>\"|e }} {{ '<'|escape|escape }} {{ ('<'|safe)|string + '<' }} {{ 5|e }}", {}),
+    ("filter_block", "{% filter upper %}\n  hi {{ n }}\n{% endfilter %}|{%- filter trim | replace('a', 'b') -%}  aa  {%- endfilter -%}|", {}),
+    ("select_map_on_none", "{{ nothing|selectattr('x')|list }} {{ nothing|map(attribute='x')|list }} {{ missing|select|list }} {{ none|rejectattr('type', 'equalto', 'x')|list|length > 0 }}", {}),
+    ("dict_equality_and_filtered_items", "{{ msgs[0] == {'role': 'user', 'content': 'hi'} }} {{ msgs[0] == msgs[-1] }} {% for k, v in msgs[2].items() if k != 'extra' %}{{ k }}={{ v }};{% endfor %}", {}),
     # errors jinja2 raises at render time (the C++ must fail too, never print something)
     ("error_attr_of_undefined", "{{ missing.attr }}", {}),
     ("error_item_of_undefined", "{{ missing['x'] }}", {}),

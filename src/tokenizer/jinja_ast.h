@@ -47,7 +47,7 @@ struct Expr {
   std::vector<std::string> ops;  // kCompare
 };
 
-// The name a `{% set x | filter %}` chain reads the captured block text from.
+// The name a `{% set x | filter %}` or `{% filter %}` chain reads the captured block from.
 inline constexpr const char* kSetBlockName = "(set block)";
 
 struct Node;
@@ -65,7 +65,8 @@ struct Node {
     kMacro,     // macro name(params) body
     kBreak,
     kContinue,
-    kScopeless,  // a body rendered in place ({% generation %} of transformers)
+    kScopeless,    // a body rendered in place ({% generation %} of transformers)
+    kFilterBlock,  // {% filter f | g %}body{% endfilter %}: expr is the chain on kSetBlockName
   };
 
   Kind kind;

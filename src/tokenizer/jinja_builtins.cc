@@ -81,6 +81,7 @@ Result<Value> get_path(const Value& v, const std::string& path) {
 
 Result<Value> select_or_reject(const std::string& name, const Value& input, const CallArgs& args,
                                bool by_attr, bool select) {
+  if (!input.truthy()) return Value(std::vector<Value>{});  // jinja2: `if value:` first
   QS_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(input));
   size_t first = 0;
   std::string attr;
@@ -128,6 +129,41 @@ Result<Value> round_value(const Value& v, int64_t precision, const std::string& 
   double scaled = x * scale;
   double r = std::nearbyint(scaled);
   return Value(r / scale);
+}
+
+// Markup's str methods (markupsafe): string arguments are escaped first (join escapes the
+// items, format its fields) and string results stay Markup; predicates return plain values.
+Result<Value> call_markup_method(const std::string& s, const std::string& name,
+                                 const CallArgs& args) {
+  auto escaped = [](const Value& v) {
+    return v.is_markup() ? v : Value::markup(html_escape(v.str()));
+  };
+  CallArgs safe_args = args;
+  bool escapes_args = name == "strip" || name == "lstrip" || name == "rstrip" ||
+                      name == "replace" || name == "format";
+  if (escapes_args) {
+    for (Value& v : safe_args.positional) {
+      if (v.is_string() || name == "format") v = escaped(v);
+    }
+    for (auto& kv : safe_args.keyword) {
+      if (kv.second.is_string() || name == "format") kv.second = escaped(kv.second);
+    }
+  }
+  if (name == "join" && !safe_args.positional.empty()) {
+    QS_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(safe_args.positional[0]));
+    for (Value& item : items) {
+      if (item.is_string()) item = escaped(item);
+    }
+    safe_args.positional[0] = Value(std::move(items));
+  }
+  QS_ASSIGN_OR_RETURN(Value out, call_str_method(s, name, safe_args));
+  if (out.is_string()) return Value::markup(out.as_string());
+  if (out.is_list() && (name == "split" || name == "rsplit" || name == "splitlines")) {
+    std::vector<Value> parts;
+    for (const Value& p : out.as_list()) parts.push_back(Value::markup(p.as_string()));
+    return Value(std::move(parts));
+  }
+  return out;
 }
 
 }  // namespace
@@ -186,6 +222,7 @@ Result<Value> get_item(const Value& obj, const Value& key) {
     if (i < 0) i += n;
     if (i < 0 || i >= n)
       return Value::undefined("str object has no element " + std::to_string(key.as_int()));
+    if (obj.is_markup()) return Value::markup(chars[static_cast<size_t>(i)]);
     return Value(chars[static_cast<size_t>(i)]);
   }
   if (key.is_string()) return get_attr(obj, key.as_string());
@@ -237,7 +274,7 @@ Result<Value> get_slice(const Value& obj, const Value& start, const Value& stop,
   if (obj.is_list()) return Value(std::move(out));
   std::string s_out;
   for (const Value& c : out) s_out += c.as_string();
-  return Value(std::move(s_out));
+  return obj.is_markup() ? Value::markup(std::move(s_out)) : Value(std::move(s_out));
 }
 
 Result<Value> apply_filter(const std::string& name, const Value& input, const CallArgs& args) {
@@ -250,16 +287,29 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
     if (use_default) return def ? *def : Value(std::string());
     return input;
   }
-  if (name == "safe" || name == "string") {
-    if (input.is_undefined()) return Value(std::string());
-    return Value(input.str());
+  if (name == "safe") return Value::markup(input.str());
+  if (name == "escape" || name == "e" || name == "forceescape") {
+    if (input.is_markup() && name != "forceescape") return input;
+    return Value::markup(html_escape(input.str()));
   }
+  // These apply a str method to soft_str(value): a Markup input stays Markup (and Markup's
+  // methods escape their string arguments).
+  auto same_kind = [&](std::string s) {
+    return input.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s));
+  };
+  if (name == "string") return same_kind(input.str());
   if (name == "trim") {
-    return Value(py_strip(input.str(), arg(0, "chars"), true, true));
+    const Value* chars = arg(0, "chars");
+    Value escaped_chars;
+    if (chars && chars->is_string() && input.is_markup() && !chars->is_markup()) {
+      escaped_chars = Value(html_escape(chars->as_string()));
+      chars = &escaped_chars;
+    }
+    return same_kind(py_strip(input.str(), chars, true, true));
   }
-  if (name == "upper") return Value(to_upper(input.str()));
-  if (name == "lower") return Value(to_lower(input.str()));
-  if (name == "capitalize") return Value(capitalize(input.str()));
+  if (name == "upper") return same_kind(to_upper(input.str()));
+  if (name == "lower") return same_kind(to_lower(input.str()));
+  if (name == "capitalize") return same_kind(capitalize(input.str()));
   if (name == "title") return Value(jinja_title(input.str()));
   if (name == "length" || name == "count") {
     if (input.is_undefined()) return Value(0);
@@ -454,6 +504,7 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
     return total;
   }
   if (name == "map") {
+    if (!input.truthy()) return Value(std::vector<Value>{});  // jinja2: `if value:` first
     QS_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(input));
     std::vector<Value> out;
     if (const Value* attribute = args.get(99, "attribute")) {
@@ -622,7 +673,8 @@ Result<Value> call_method(const Value& obj, const std::string& name, const CallA
     }
     return invalid_argument("unsafe method " + what + ": templates render in an immutable sandbox");
   }
-  return call_str_method(obj.as_string(), name, args);
+  if (!obj.is_markup()) return call_str_method(obj.as_string(), name, args);
+  return call_markup_method(obj.as_string(), name, args);
 }
 
 namespace {

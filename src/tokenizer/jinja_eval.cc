@@ -90,7 +90,14 @@ Result<Value> arithmetic(const std::string& op, const Value& a, const Value& b) 
       return Value(std::pow(fx, fy));
     }
   }
-  if (op == "+" && a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+  if (op == "+" && a.is_string() && b.is_string()) {
+    if (!a.is_markup() && !b.is_markup()) return Value(a.as_string() + b.as_string());
+    // Markup.__add__ / __radd__ escape the plain operand.
+    auto safe = [](const Value& v) {
+      return v.is_markup() ? v.as_string() : html_escape(v.as_string());
+    };
+    return Value::markup(safe(a) + safe(b));
+  }
   if (op == "+" && a.is_list() && b.is_list()) {
     std::vector<Value> out = a.as_list();
     out.insert(out.end(), b.as_list().begin(), b.as_list().end());
@@ -105,7 +112,7 @@ Result<Value> arithmetic(const std::string& op, const Value& a, const Value& b) 
     if (b.is_string()) {
       std::string out;
       for (int64_t i = 0; i < n; ++i) out += b.as_string();
-      return Value(std::move(out));
+      return b.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
     }
     std::vector<Value> out;
     for (int64_t i = 0; i < n; ++i) out.insert(out.end(), b.as_list().begin(), b.as_list().end());
@@ -223,15 +230,19 @@ class Evaluator {
         QS_ASSIGN_OR_RETURN(Value v, eval(*n.expr, scope));
         return assign(n, scope, std::move(v));
       }
-      case Node::Kind::kSetBlock: {
+      case Node::Kind::kSetBlock:
+      case Node::Kind::kFilterBlock: {
         std::string captured;
-        Flow inner = Flow::kNormal;
-        QS_RETURN_IF_ERROR(exec_body(n.body, scope, captured, inner));
+        QS_RETURN_IF_ERROR(exec_body(n.body, scope, captured, flow));
         auto filter_scope = std::make_shared<Scope>();
         filter_scope->parent = scope;
         filter_scope->vars.set(kSetBlockName, Value(std::move(captured)));
         QS_ASSIGN_OR_RETURN(Value v, eval(*n.expr, filter_scope));
-        scope->vars.set(n.targets[0], std::move(v));
+        if (n.kind == Node::Kind::kFilterBlock) {
+          out += v.str();
+        } else {
+          scope->vars.set(n.targets[0], std::move(v));
+        }
         return ok_status();
       }
       case Node::Kind::kMacro:

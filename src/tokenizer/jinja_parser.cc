@@ -238,6 +238,20 @@ class Parser {
     } else if (name == "break" || name == "continue") {
       if (loop_depth_ == 0) return error(tag, "'" + name + "' outside a for loop");
       n->kind = name == "break" ? Node::Kind::kBreak : Node::Kind::kContinue;
+    } else if (name == "filter") {
+      n->kind = Node::Kind::kFilterBlock;
+      auto placeholder = std::make_unique<Expr>();
+      placeholder->kind = Expr::Kind::kName;
+      placeholder->name = kSetBlockName;
+      placeholder->line = tag.line;
+      QS_ASSIGN_OR_RETURN(ExprPtr chain, parse_filter(std::move(placeholder)));
+      while (skip_op("|")) {
+        QS_ASSIGN_OR_RETURN(chain, parse_filter(std::move(chain)));
+      }
+      n->expr = std::move(chain);
+      QS_RETURN_IF_ERROR(expect_block_end());
+      std::string end;
+      QS_RETURN_IF_ERROR(parse_body({"endfilter"}, n->body, end, tag.line, "filter"));
     } else if (name == "generation") {
       // transformers' AssistantTracker extension: marks assistant spans, renders its body.
       n->kind = Node::Kind::kScopeless;
@@ -246,9 +260,9 @@ class Parser {
       QS_RETURN_IF_ERROR(parse_body({"endgeneration"}, n->body, end, tag.line, "generation"));
     } else {
       static const std::set<std::string> kKnown = {
-          "raw",  "filter", "call",       "include",   "import",  "from",     "extends", "block",
-          "with", "do",     "autoescape", "trans",     "endif",   "endfor",   "endset",  "endmacro",
-          "elif", "else",   "endraw",     "endfilter", "endcall", "endblock", "endwith"};
+          "raw",  "call",       "include",   "import",  "from",     "extends", "block",    "with",
+          "do",   "autoescape", "trans",     "endif",   "endfor",   "endset",  "endmacro", "elif",
+          "else", "endraw",     "endfilter", "endcall", "endblock", "endwith"};
       if (kKnown.count(name)) {
         if (name.rfind("end", 0) == 0 || name == "elif" || name == "else") {
           return error(tag, "unexpected '" + name + "' tag (no open block it could close)");

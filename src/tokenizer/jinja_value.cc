@@ -190,7 +190,7 @@ std::string Value::repr() const {
     case Kind::kFloat:
       return format_float(as_double());
     case Kind::kString:
-      return repr_string(as_string());
+      return is_markup() ? "Markup(" + repr_string(as_string()) + ")" : repr_string(as_string());
     case Kind::kList: {
       std::string out = is_tuple() ? "(" : "[";
       const auto& list = as_list();
@@ -424,6 +424,32 @@ Result<std::string> to_json(const Value& v, int indent, bool sort_keys, std::str
   JsonWriter w{indent, sort_keys, item_sep, key_sep, {}};
   QS_RETURN_IF_ERROR(w.write(v, 0));
   return std::move(w.out);
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
 }
 
 std::vector<std::string> utf8_chars(std::string_view s) {

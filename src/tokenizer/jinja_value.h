@@ -87,6 +87,13 @@ class Value {
   Value(std::shared_ptr<const Callable> fn) : v_(std::move(fn)) {}         // NOLINT
 
   static Value undefined(std::string hint) { return Value(Undefined{std::move(hint)}); }
+  // markupsafe.Markup, what `|safe` returns: a str whose `+` HTML-escapes a plain str
+  // operand. transformers never autoescapes, so this is the only place escaping shows.
+  static Value markup(std::string s) {
+    Value v(std::move(s));
+    v.markup_ = true;
+    return v;
+  }
   // A Python tuple: a list everywhere except repr ("(1, 2)") and equality with lists.
   static Value tuple(std::vector<Value> items) {
     Value v;
@@ -104,6 +111,7 @@ class Value {
   // Python's numbers.Number: bool counts, as in jinja2's `number` test and arithmetic.
   bool is_number() const { return is_int() || is_float() || is_bool(); }
   bool is_string() const { return kind() == Kind::kString; }
+  bool is_markup() const { return is_string() && markup_; }
   bool is_list() const { return kind() == Kind::kList; }
   bool is_dict() const { return kind() == Kind::kDict; }
   bool is_namespace() const { return kind() == Kind::kNamespace; }
@@ -144,7 +152,11 @@ class Value {
                std::shared_ptr<const Dict>, std::shared_ptr<Namespace>,
                std::shared_ptr<const Callable>>
       v_;
+  bool markup_ = false;
 };
+
+// markupsafe.escape() of a plain string: & < > ' " become entities.
+std::string html_escape(std::string_view s);
 
 // json.dumps(v, ensure_ascii=False, indent=indent, separators=..., sort_keys=sort_keys), as
 // transformers' own `tojson` filter calls it. indent < 0 means None (one line).

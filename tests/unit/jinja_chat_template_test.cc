@@ -19,9 +19,10 @@ using ojson = nlohmann::ordered_json;
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("qs_chat_template_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-             "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    path_ =
+        fs::temp_directory_path() /
+        ("qs_chat_template_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -110,7 +111,8 @@ TEST(ChatTemplate, ContextMatchesApplyChatTemplate) {
             "True True True True False False");
   auto with_tools = ChatTemplate::from_string("{{ tools | map(attribute='name') | join(',') }}");
   ASSERT_TRUE(with_tools.ok());
-  EXPECT_EQ(*with_tools->render(kUser, false, ojson::parse(R"({"tools": [{"name": "a"}, {"name": "b"}]})")),
+  EXPECT_EQ(*with_tools->render(kUser, false,
+                                ojson::parse(R"({"tools": [{"name": "a"}, {"name": "b"}]})")),
             "a,b");
 }
 
@@ -129,7 +131,8 @@ TEST(ChatTemplate, BadArgumentsAreErrors) {
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->render(ojson::object(), false).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(t->render(kUser, false, ojson::array()).status().code(), StatusCode::kInvalidArgument);
-  auto raising = ChatTemplate::from_string("{{ raise_exception('Conversation roles must alternate') }}");
+  auto raising =
+      ChatTemplate::from_string("{{ raise_exception('Conversation roles must alternate') }}");
   ASSERT_TRUE(raising.ok());
   auto out = raising->render(kUser, false);
   ASSERT_FALSE(out.ok());

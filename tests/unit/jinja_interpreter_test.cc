@@ -70,9 +70,10 @@ TEST(JinjaErrors, UnsupportedConstructsAreNamed) {
 }
 
 TEST(JinjaErrors, RaiseExceptionMessageSurfaces) {
-  expect_error("{% for m in [1, 2] %}\n{% if m == 2 %}{{ raise_exception('Only one message!') }}"
-               "{% endif %}{% endfor %}",
-               {"template line 2", "raise_exception: Only one message!"});
+  expect_error(
+      "{% for m in [1, 2] %}\n{% if m == 2 %}{{ raise_exception('Only one message!') }}"
+      "{% endif %}{% endfor %}",
+      {"template line 2", "raise_exception: Only one message!"});
 }
 
 TEST(JinjaErrors, UndefinedUsedStrictly) {
@@ -84,7 +85,8 @@ TEST(JinjaErrors, UndefinedUsedStrictly) {
   }());
   expect_error("{{ x + 1 }}", {"'x' is undefined"});
   // ...but printing, testing, iterating and defaulting an undefined value are fine.
-  auto out = render_str("[{{ x }}]{{ x is defined }}{% for i in x %}{{ i }}{% endfor %}{{ x|default('d') }}");
+  auto out = render_str(
+      "[{{ x }}]{{ x is defined }}{% for i in x %}{{ i }}{% endfor %}{{ x|default('d') }}");
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   EXPECT_EQ(*out, "[]Falsed");
 }
@@ -156,7 +158,9 @@ TEST(JinjaValues, JsonMatchesPythonJsonDumps) {
   EXPECT_EQ(*one_line, "{\"z\": \"é\\u001f\\\"\\\\/\\n\", \"a\": [1, 2.0, null, true]}");
   auto sorted = to_json(Value(d), 2, true, ",", ": ");
   ASSERT_TRUE(sorted.ok());
-  EXPECT_EQ(*sorted, "{\n  \"a\": [\n    1,\n    2.0,\n    null,\n    true\n  ],\n  \"z\": \"é\\u001f\\\"\\\\/\\n\"\n}");
+  EXPECT_EQ(*sorted,
+            "{\n  \"a\": [\n    1,\n    2.0,\n    null,\n    true\n  ],\n  \"z\": "
+            "\"é\\u001f\\\"\\\\/\\n\"\n}");
   EXPECT_FALSE(to_json(Value::undefined("u"), -1, false, ", ", ": ").ok());
 }
 
