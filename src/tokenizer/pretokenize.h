@@ -1,8 +1,9 @@
 // tokenizer: pre-tokenization for byte-level BPE, i.e. the regex split that cuts text into
 // the pieces BPE merges within (HF pre_tokenizers Split/ByteLevel, tiktoken's pat_str). Runs
-// the published patterns with PCRE2 (UTF + Unicode properties + JIT). Promises: pieces
-// concatenate back to the input (plus any prefix space asked for), and bytes that are not
-// well-formed UTF-8 never reach PCRE2: each becomes a piece of its own.
+// the published patterns with PCRE2 (UTF + Unicode properties + JIT). Promises: unless a
+// Split drops its matches (kRemoved), pieces concatenate back to the input plus any prefix
+// space asked for; bytes that are not well-formed UTF-8 never reach PCRE2: each becomes a
+// piece of its own.
 #pragma once
 
 #include <memory>
