@@ -16,7 +16,7 @@ namespace qs::io {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr int64_t kHeaderBytes = 7 * 4;
+constexpr int64_t kHeaderBytes = 7 * sizeof(int32_t);
 // llama2.c hard-codes these in run.c (rmsnorm's 1e-5f, RoPE's 10000.0f) and in
 // tokenizer.py (BOS 1, EOS 2); the .bin does not store them.
 constexpr double kRmsNormEps = 1e-5;

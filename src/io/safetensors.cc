@@ -172,6 +172,7 @@ Status read_safetensors(const std::shared_ptr<MappedFile>& file,
   // Sorted by position, every tensor must start at or after the end of the one before it.
   // Gaps are tolerated on read (nothing is lost), overlaps are not.
   std::vector<const ParsedEntry*> by_offset;
+  by_offset.reserve(entries.size());
   for (const auto& e : entries) by_offset.push_back(&e);
   std::sort(by_offset.begin(), by_offset.end(), [](const ParsedEntry* a, const ParsedEntry* b) {
     return std::tie(a->begin, a->end, a->name) < std::tie(b->begin, b->end, b->name);
