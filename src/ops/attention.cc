@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -59,56 +60,88 @@ inline void axpy(float a, const float* __restrict__ x, float* __restrict__ y, in
 // Query tokens of one sequence handled together: each K/V row fetched from the cache then
 // serves up to kQueryTile x group query rows while it sits in L1.
 constexpr int64_t kQueryTile = 8;
+// When there are fewer tiles than threads (decode of a few sequences), a tile's keys are
+// split over threads in parts of at least this many keys (flash-decoding), and the parts'
+// softmax statistics are merged afterwards.
+constexpr int64_t kMinKeysPerPart = 64;
 
-// One unit of parallel work: a tile of query tokens of one sequence, one kv head.
+// One unit of parallel work: the keys [key_begin, key_end) of a tile of query tokens of one
+// sequence, for one kv head and all query heads of its group.
 struct Tile {
   int32_t seq;
   int32_t kv_head;
   int64_t first_query;  // index into the sequence's new tokens
   int64_t n_query;
+  int64_t key_begin;
+  int64_t key_end;
+  // -1: the tile is whole and writes `out`; else its offset in the partial-result buffer,
+  // [rows, 2 + head_dim] of (max score, sum of exp, unnormalised output).
+  int64_t partial;
 };
 
-// Attention for every query head of `kvh` and every token of the tile. Compiled for
-// AVX-512, AVX2+FMA and the baseline, picked at load time by the CPU (GCC target_clones).
+// Attention for every query row of the tile over its key range. Compiled for AVX-512,
+// AVX2+FMA and the baseline, picked at load time by the CPU (GCC target_clones).
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void attend_tile(
     const float* q, const PagedKvLayer& c, const AttentionSeq& s, const AttentionParams& p,
-    const Tile& tile, std::vector<float>& scores, float* out) {
+    const Tile& tile, std::vector<float>& scores, float* out, float* partials) {
   const int64_t hd = c.head_dim, group = p.n_heads / c.n_kv_heads;
   const auto* kc = static_cast<const float*>(c.k);
   const auto* vc = static_cast<const float*>(c.v);
   const int64_t rows = tile.n_query * group;  // row r: token r / group, head r % group
-  // Key range of the whole tile; row r sees [lo(r), hi(r)] inside it.
-  const int64_t last_pos = s.start_pos + tile.first_query + tile.n_query - 1;
   const int64_t first_pos = s.start_pos + tile.first_query;
-  auto lo = [&](int64_t pos) {
-    return p.sliding_window > 0 ? std::max<int64_t>(0, pos - p.sliding_window + 1) : 0;
+  // Keys row r sees: [lo(pos), pos] of its position, clipped to the tile's key range.
+  auto key_lo = [&](int64_t pos) {
+    const int64_t lo = p.sliding_window > 0 ? pos - p.sliding_window + 1 : 0;
+    return std::max(lo, tile.key_begin);
   };
-  const int64_t key0 = lo(first_pos), n_keys = last_pos + 1 - key0;
+  auto key_hi = [&](int64_t pos) { return std::min(pos + 1, tile.key_end); };  // exclusive
+  auto out_row = [&](int64_t r) {
+    const int64_t t = s.query_start + tile.first_query + r / group;
+    return (t * p.n_heads + tile.kv_head * group + r % group) * hd;
+  };
+  const int64_t n_keys = tile.key_end - tile.key_begin;
   scores.resize(rows * n_keys);
-  for (int64_t key = key0; key <= last_pos; ++key) {
+  for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
     const float* kr = cache_row(kc, c, s.block_table, key, tile.kv_head);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t pos = first_pos + r / group;
-      if (key > pos || key < lo(pos)) continue;
-      const int64_t t = s.query_start + tile.first_query + r / group;
-      const float* qr = q + (t * p.n_heads + tile.kv_head * group + r % group) * hd;
-      scores[r * n_keys + (key - key0)] = dot(qr, kr, hd) * p.scale;
+      if (key < key_lo(pos) || key >= key_hi(pos)) continue;
+      scores[r * n_keys + (key - tile.key_begin)] = dot(q + out_row(r), kr, hd) * p.scale;
     }
   }
+  std::vector<float> row_max(rows), row_sum(rows);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t pos = first_pos + r / group;
-    softmax(scores.data() + r * n_keys + (lo(pos) - key0), pos + 1 - lo(pos));
-    const int64_t t = s.query_start + tile.first_query + r / group;
-    std::fill_n(out + (t * p.n_heads + tile.kv_head * group + r % group) * hd, hd, 0.0f);
+    const int64_t lo = key_lo(pos), hi = key_hi(pos);
+    float* sr = scores.data() + r * n_keys - tile.key_begin;  // indexed by key
+    float mx = -std::numeric_limits<float>::infinity(), sum = 0.0f;
+    for (int64_t key = lo; key < hi; ++key) mx = std::max(mx, sr[key]);
+    for (int64_t key = lo; key < hi; ++key) {
+      sr[key] = std::exp(sr[key] - mx);
+      sum += sr[key];
+    }
+    row_max[r] = mx;
+    row_sum[r] = sum;
+    float* o = tile.partial < 0 ? out + out_row(r) : partials + tile.partial + r * (2 + hd) + 2;
+    std::fill_n(o, hd, 0.0f);
   }
-  for (int64_t key = key0; key <= last_pos; ++key) {
+  for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
     const float* vr = cache_row(vc, c, s.block_table, key, tile.kv_head);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t pos = first_pos + r / group;
-      if (key > pos || key < lo(pos)) continue;
-      const int64_t t = s.query_start + tile.first_query + r / group;
-      axpy(scores[r * n_keys + (key - key0)], vr,
-           out + (t * p.n_heads + tile.kv_head * group + r % group) * hd, hd);
+      if (key < key_lo(pos) || key >= key_hi(pos)) continue;
+      float* o = tile.partial < 0 ? out + out_row(r) : partials + tile.partial + r * (2 + hd) + 2;
+      axpy(scores[r * n_keys + (key - tile.key_begin)], vr, o, hd);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (tile.partial < 0) {
+      const float inv = 1.0f / row_sum[r];
+      float* o = out + out_row(r);
+      for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
+    } else {
+      partials[tile.partial + r * (2 + hd)] = row_max[r];
+      partials[tile.partial + r * (2 + hd) + 1] = row_sum[r];
     }
   }
 }
@@ -214,24 +247,85 @@ Status paged_attention(const float* q, const PagedKvLayer& cache,
   QS_RETURN_IF_ERROR(validate_params(cache, params));
   const int64_t n_tokens = total_tokens(seqs);
   QS_RETURN_IF_ERROR(validate_paged_batch(cache, seqs, n_tokens));
+  const int64_t hd = cache.head_dim, group = params.n_heads / cache.n_kv_heads;
+  int64_t n_whole = 0;
+  for (const auto& sq : seqs) n_whole += (sq.n_query + kQueryTile - 1) / kQueryTile;
+  n_whole *= cache.n_kv_heads;
+  const int64_t want_parts = (pool.n_threads() + n_whole - 1) / n_whole;
+
   std::vector<Tile> tiles;
+  struct Split {  // a tile cut into parts [first, first + n_parts) of `tiles`
+    int64_t first, n_parts;
+  };
+  std::vector<Split> splits;
+  int64_t partial_floats = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    for (int64_t j = 0; j < seqs[i].n_query; j += kQueryTile) {
+    const AttentionSeq& sq = seqs[i];
+    for (int64_t j = 0; j < sq.n_query; j += kQueryTile) {
+      const int64_t n_query = std::min(kQueryTile, sq.n_query - j);
+      const int64_t first_pos = sq.start_pos + j, last_pos = first_pos + n_query - 1;
+      const int64_t key_begin = params.sliding_window > 0
+                                    ? std::max<int64_t>(0, first_pos - params.sliding_window + 1)
+                                    : 0;
+      const int64_t n_keys = last_pos + 1 - key_begin;
+      const int64_t parts = std::max<int64_t>(1, std::min(want_parts, n_keys / kMinKeysPerPart));
       for (int64_t kvh = 0; kvh < cache.n_kv_heads; ++kvh) {
-        tiles.push_back({static_cast<int32_t>(i), static_cast<int32_t>(kvh), j,
-                         std::min(kQueryTile, seqs[i].n_query - j)});
+        Tile t{static_cast<int32_t>(i),
+               static_cast<int32_t>(kvh),
+               j,
+               n_query,
+               key_begin,
+               last_pos + 1,
+               -1};
+        if (parts == 1) {
+          tiles.push_back(t);
+          continue;
+        }
+        splits.push_back({static_cast<int64_t>(tiles.size()), parts});
+        for (int64_t k = 0; k < parts; ++k) {
+          t.key_begin = key_begin + n_keys * k / parts;
+          t.key_end = key_begin + n_keys * (k + 1) / parts;
+          t.partial = partial_floats;
+          partial_floats += n_query * group * (2 + hd);
+          tiles.push_back(t);
+        }
       }
     }
   }
+  std::vector<float> partials(partial_floats);
   // Later tiles of a prompt see more keys than earlier ones, so threads take every
   // n_threads-th tile rather than a contiguous range: the work evens out.
   const int64_t n_tiles = static_cast<int64_t>(tiles.size());
   pool.run([&](int thread, int n_threads) {
     std::vector<float> scores;  // [rows, n_keys] of the current tile
     for (int64_t i = thread; i < n_tiles; i += n_threads) {
-      attend_tile(q, cache, seqs[tiles[i].seq], params, tiles[i], scores, out);
+      attend_tile(q, cache, seqs[tiles[i].seq], params, tiles[i], scores, out, partials.data());
     }
   });
+  // Merge the parts of split tiles: softmax over all keys from per-part (max, sum, output).
+  for (const Split& sp : splits) {
+    const Tile& t0 = tiles[sp.first];
+    const AttentionSeq& sq = seqs[t0.seq];
+    for (int64_t r = 0; r < t0.n_query * group; ++r) {
+      const int64_t t = sq.query_start + t0.first_query + r / group;
+      float* o = out + (t * params.n_heads + t0.kv_head * group + r % group) * hd;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t k = 0; k < sp.n_parts; ++k) {
+        mx = std::max(mx, partials[tiles[sp.first + k].partial + r * (2 + hd)]);
+      }
+      float sum = 0.0f;
+      std::fill_n(o, hd, 0.0f);
+      for (int64_t k = 0; k < sp.n_parts; ++k) {
+        const float* part = partials.data() + tiles[sp.first + k].partial + r * (2 + hd);
+        if (part[1] == 0.0f) continue;  // no key of this part is visible to the row
+        const float w = std::exp(part[0] - mx);
+        sum += w * part[1];
+        axpy(w, part + 2, o, hd);
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
+    }
+  }
   return ok_status();
 }
 

@@ -14,7 +14,7 @@
 namespace qs::ops {
 namespace {
 
-constexpr int64_t kBlock = 16, kKvHeads = 2, kHeads = 6, kHeadDim = 12, kBlocks = 16;
+constexpr int64_t kBlock = 16, kKvHeads = 2, kHeads = 6, kHeadDim = 12, kBlocks = 32;
 
 struct Fixture {
   // Per sequence: tokens already cached, new tokens.
@@ -28,7 +28,12 @@ struct Fixture {
   std::vector<float> q;
   int64_t n_tokens = 0;
 
-  Fixture() {
+  Fixture() { fill(); }
+  explicit Fixture(std::vector<std::pair<int64_t, int64_t>> seq_shapes) : shapes(seq_shapes) {
+    fill();
+  }
+
+  void fill() {
     std::mt19937 rng(3);
     std::normal_distribution<float> noise;
     k_cache.assign(kBlocks * kBlock * kKvHeads * kHeadDim, NAN);
@@ -124,6 +129,23 @@ TEST(PagedAttention, FastMatchesReferenceOnAnyThreadCount) {
       ASSERT_TRUE(paged_attention_ref(f.q.data(), f.cache, f.seqs, p, ref.data()).ok());
       ASSERT_TRUE(paged_attention(f.q.data(), f.cache, f.seqs, p, fast.data(), pool).ok());
       expect_close(fast, ref, 1e-5f);
+    }
+  }
+}
+
+// Few sequences, long contexts, many threads: each tile's keys are split over threads and
+// the parts' softmax statistics merged (flash-decoding).
+TEST(PagedAttention, KeySplitAcrossThreadsMatchesReference) {
+  Fixture f({{200, 1}, {150, 2}});
+  for (int threads : {4, 16}) {
+    ThreadPool pool(threads);
+    for (int64_t window : {0, 150}) {
+      AttentionParams p{kHeads, 0.3f, window};
+      std::vector<float> ref(f.q.size()), fast(f.q.size());
+      ASSERT_TRUE(paged_attention_ref(f.q.data(), f.cache, f.seqs, p, ref.data()).ok());
+      ASSERT_TRUE(paged_attention(f.q.data(), f.cache, f.seqs, p, fast.data(), pool).ok());
+      expect_close(fast, ref, 1e-5f);
+      expect_close(fast, f.dense(p.scale, window), 1e-5f);
     }
   }
 }
