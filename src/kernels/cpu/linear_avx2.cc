@@ -135,9 +135,9 @@ void gemv(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
 }
 
 // ---- GEMM: f32 panels [kc][NR] of w, MR x NR register tiles (see linear_avx512.cc) -----
-constexpr int kNR = 16;   // two ymm of output columns
-constexpr int kMR = 6;    // 12 accumulators + 2 panel vectors + 1 broadcast < 16 registers
-constexpr int kKC = 256;  // panel = 256 * 16 * 4 B = 16 KiB
+constexpr int kNR = 16;    // two ymm of output columns
+constexpr int kMR = 6;     // 12 accumulators + 2 panel vectors + 1 broadcast < 16 registers
+constexpr int kKC = 1024;  // panel = 1024 * 16 * 4 B = 64 KiB
 
 // In-register transpose: on return r[c] holds column c of the 8 x 8 block whose row i was r[i].
 void transpose8x8(__m256 r[8]) {
