@@ -23,6 +23,11 @@ struct Case {
   nlohmann::json config;
 };
 
+// gtest prints test parameters; without this it would dump the struct's raw bytes.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
+
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (const char* arch : {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}) {
