@@ -2,6 +2,8 @@
 // bpe_tokenizer.h; the tokenizer.json loader is in bpe_tokenizer_json.cc).
 #include "tokenizer/bpe_tokenizer.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/mmap_file.h"
@@ -14,8 +16,8 @@ BpeTokenizer::BpeTokenizer(BpeModel model, Pretokenizer pretokenizer, std::vecto
     : model_(std::move(model)), pretokenizer_(std::move(pretokenizer)) {
   vocab_size_ = model_.id_end();
   for (const AddedToken& a : added) {
-    // A later entry for the same id replaces an earlier one (tokenizer_config.json entries
-    // are passed after tokenizer.json ones and are the more specific).
+    // A later entry for the same id replaces an earlier one, so a caller can append the
+    // more specific source (e.g. tokenizer_config.json) after the general one.
     added_by_id_[a.id] = a;
     vocab_size_ = std::max(vocab_size_, a.id + 1);
   }
