@@ -75,6 +75,7 @@ Result<std::vector<GenerationResult>> Generator::generate(
   KvCache cache(kv_config);
 
   std::vector<std::unique_ptr<Active>> active;
+  active.reserve(requests.size());
   for (const auto& r : requests)
     active.push_back(std::make_unique<Active>(tokenizer_, r, eos_ids_));
 
