@@ -18,12 +18,17 @@
 namespace qs::kernels::cpu {
 namespace {
 
-// Loads 16 weights as f32; `load_tail` reads only the first `count` (< 16) and zeroes the
-// rest, so no byte past the end of a row is touched.
+// Loads 16 weights as f32 (`load32`: 32 of them, with one 64-byte load for 16-bit types);
+// `load_tail` reads only the lanes in `mask` and zeroes the rest, so no byte past the end
+// of a row is touched.
 struct F32Weights {
   using T = float;
   static __m512 load(const T* p) { return _mm512_loadu_ps(p); }
   static __m512 load_tail(const T* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+  static void load32(const T* p, __m512& lo, __m512& hi) {
+    lo = _mm512_loadu_ps(p);
+    hi = _mm512_loadu_ps(p + 16);
+  }
   static float scalar(const T* p) { return *p; }
 };
 
@@ -38,6 +43,11 @@ struct BF16Weights {
   static __m512 load_tail(const T* p, __mmask16 mask) {
     return widen(_mm256_maskz_loadu_epi16(mask, p));
   }
+  static void load32(const T* p, __m512& lo, __m512& hi) {
+    const __m512i v = _mm512_loadu_si512(p);
+    lo = widen(_mm512_castsi512_si256(v));
+    hi = widen(_mm512_extracti64x4_epi64(v, 1));
+  }
   static float scalar(const T* p) { return bf16_to_f32(*p); }
 };
 
@@ -48,6 +58,11 @@ struct F16Weights {
   }
   static __m512 load_tail(const T* p, __mmask16 mask) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
+  }
+  static void load32(const T* p, __m512& lo, __m512& hi) {
+    const __m512i v = _mm512_loadu_si512(p);
+    lo = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
+    hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1));
   }
   static float scalar(const T* p) { return _cvtsh_ss(*p); }
 };
@@ -69,6 +84,7 @@ __mmask16 first_lanes(int64_t count) {
 // ---- GEMV: M rows of x against R rows of w at a time ----------------------------------
 // Each weight vector is loaded once and used for all M rows of x, so w is streamed from
 // memory exactly once per call; M * R independent accumulators hide the FMA latency.
+// 32 weights per row per step (a whole cache line of bf16) ran ~5% faster than 16.
 // R rows are R interleaved streams, each only k * 2 bytes long (1792 B for a 0.5B model),
 // too short for the hardware prefetcher; so every cache line of the rows 16 ahead is
 // prefetched into L2 (measured: T1 beats T0, which competes with the demand loads for L1
@@ -87,21 +103,37 @@ void gemv_block(const LinearArgs& a, int64_t i0, int64_t j) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) acc[i][r] = _mm512_setzero_ps();
   int64_t kk = 0;
-  for (; kk + 16 <= k; kk += 16) {
-    __m512 wv[R];
+  for (; kk + 32 <= k; kk += 32) {
+    __m512 lo[R], hi[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      wv[r] = W::load(w + r * k + kk);
-      if (kk * sizeof(typename W::T) % 64 == 0)
-        _mm_prefetch(reinterpret_cast<const char*>(w + (kGemvPrefetchRows + r) * k + kk),
-                     _MM_HINT_T1);
+      W::load32(w + r * k + kk, lo[r], hi[r]);
+      const char* ahead = reinterpret_cast<const char*>(w + (kGemvPrefetchRows + r) * k + kk);
+      for (size_t off = 0; off < 32 * sizeof(typename W::T); off += 64)
+        _mm_prefetch(ahead + off, _MM_HINT_T1);
     }
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const __m512 x0 = _mm512_loadu_ps(x + i * k + kk);
+      const __m512 x1 = _mm512_loadu_ps(x + i * k + kk + 16);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        acc[i][r] = _mm512_fmadd_ps(x0, lo[r], acc[i][r]);
+        acc[i][r] = _mm512_fmadd_ps(x1, hi[r], acc[i][r]);
+      }
+    }
+  }
+  if (kk + 16 <= k) {
+    __m512 wv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) wv[r] = W::load(w + r * k + kk);
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const __m512 xv = _mm512_loadu_ps(x + i * k + kk);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
     }
+    kk += 16;
   }
   if (kk < k) {
     const __mmask16 mask = first_lanes(k - kk);
@@ -125,10 +157,11 @@ void gemv_block(const LinearArgs& a, int64_t i0, int64_t j) {
   }
 }
 
-// Rows of w per block: as many as keep M * R accumulators within 16 of the 32 registers.
+// Rows of w per block: M * R accumulators plus 2 R widened weight vectors and 2 x vectors
+// within the 32 registers.
 template <int M>
 constexpr int gemv_rows() {
-  return M <= 2 ? 8 : (M <= 4 ? 4 : 2);
+  return M == 1 ? 8 : (M <= 4 ? 4 : 2);
 }
 
 template <class W, int M>
