@@ -45,6 +45,10 @@ Status sampling_params(const Flags& flags, const io::GenerationConfig& gen, Samp
   QS_RETURN_IF_ERROR(pick_double("frequency-penalty", std::nullopt, &p->frequency_penalty));
   if (flags.has("top-k")) {
     QS_ASSIGN_OR_RETURN(int64_t k, flags.get_int("top-k"));
+    if (k < -1 || k > INT32_MAX) {
+      return invalid_argument("--top-k must be -1, 0 or a positive count, got " +
+                              std::to_string(k));
+    }
     p->top_k = static_cast<int32_t>(k);
   } else if (gen.top_k) {
     p->top_k = static_cast<int32_t>(*gen.top_k);  // transformers' 0 means off, as ours
