@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "tokenizer/jinja_eval.h"
 #include "tokenizer/jinja_parser.h"
@@ -31,6 +33,23 @@ Result<std::optional<std::string>> special_token(const nlohmann::ordered_json& c
   }
   return data_loss(file + ": " + key +
                    " is neither a string nor an object with a string \"content\"");
+}
+
+// Values are converted, printed and serialised recursively, so absurdly deep input (a request
+// can carry any JSON) is refused up front; real messages nest a handful of levels.
+constexpr int kMaxInputDepth = 128;
+
+bool nested_deeper_than(const nlohmann::ordered_json& root, int limit) {
+  std::vector<std::pair<const nlohmann::ordered_json*, int>> stack{{&root, 0}};
+  while (!stack.empty()) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
+    if (depth > limit) return true;
+    if (node->is_structured()) {
+      for (const auto& child : *node) stack.emplace_back(&child, depth + 1);
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -110,6 +129,11 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
   if (!messages.is_array()) return invalid_argument("chat template: messages must be a JSON array");
   if (!extra_context.is_null() && !extra_context.is_object()) {
     return invalid_argument("chat template: extra context must be a JSON object");
+  }
+  if (nested_deeper_than(messages, kMaxInputDepth) ||
+      nested_deeper_than(extra_context, kMaxInputDepth)) {
+    return invalid_argument("chat template: input nested deeper than " +
+                            std::to_string(kMaxInputDepth) + " levels");
   }
   jinja::Dict context;
   context.set("messages", jinja::Value::from_json(messages));

@@ -354,38 +354,50 @@ class Evaluator {
     auto fn = std::make_shared<Callable>();
     fn->name = n.text;
     fn->fn = [this, node, weak](const CallArgs& args) -> Result<Value> {
-      auto call_scope = std::make_shared<Scope>();
-      call_scope->parent = weak.lock();
-      if (args.positional.size() > node->params.size()) {
-        return invalid_argument("macro '" + node->text + "' takes not more than " +
-                                std::to_string(node->params.size()) + " argument(s)");
+      // A macro calling itself without end would exhaust the stack: cap the depth.
+      if (macro_depth_ >= kMaxMacroDepth) {
+        return invalid_argument("macro '" + node->text + "' recursion deeper than " +
+                                std::to_string(kMaxMacroDepth) + " calls");
       }
-      for (const auto& [key, value] : args.keyword) {
-        bool known = false;
-        for (const auto& p : node->params) known = known || p.first == key;
-        if (!known) {
-          return invalid_argument("macro '" + node->text + "' takes no keyword argument '" + key +
-                                  "'");
-        }
-      }
-      for (size_t i = 0; i < node->params.size(); ++i) {
-        const auto& [pname, pdefault] = node->params[i];
-        if (const Value* given = args.get(i, pname)) {
-          call_scope->vars.set(pname, *given);
-        } else if (pdefault) {
-          QS_ASSIGN_OR_RETURN(Value d, eval(*pdefault, call_scope));
-          call_scope->vars.set(pname, std::move(d));
-        } else {
-          call_scope->vars.set(pname,
-                               Value::undefined("parameter '" + pname + "' was not provided"));
-        }
-      }
-      std::string out;
-      Flow flow = Flow::kNormal;
-      QS_RETURN_IF_ERROR(exec_body(node->body, call_scope, out, flow));
-      return Value(std::move(out));
+      ++macro_depth_;
+      Result<Value> r = call_macro(*node, weak.lock(), args);
+      --macro_depth_;
+      return r;
     };
     return Value(std::shared_ptr<const Callable>(std::move(fn)));
+  }
+
+  Result<Value> call_macro(const Node& macro, const ScopePtr& defining_scope,
+                           const CallArgs& args) {
+    auto call_scope = std::make_shared<Scope>();
+    call_scope->parent = defining_scope;
+    if (args.positional.size() > macro.params.size()) {
+      return invalid_argument("macro '" + macro.text + "' takes not more than " +
+                              std::to_string(macro.params.size()) + " argument(s)");
+    }
+    for (const auto& [key, value] : args.keyword) {
+      bool known = false;
+      for (const auto& p : macro.params) known = known || p.first == key;
+      if (!known) {
+        return invalid_argument("macro '" + macro.text + "' takes no keyword argument '" + key +
+                                "'");
+      }
+    }
+    for (size_t i = 0; i < macro.params.size(); ++i) {
+      const auto& [pname, pdefault] = macro.params[i];
+      if (const Value* given = args.get(i, pname)) {
+        call_scope->vars.set(pname, *given);
+      } else if (pdefault) {
+        QS_ASSIGN_OR_RETURN(Value d, eval(*pdefault, call_scope));
+        call_scope->vars.set(pname, std::move(d));
+      } else {
+        call_scope->vars.set(pname, Value::undefined("parameter '" + pname + "' was not provided"));
+      }
+    }
+    std::string out;
+    Flow flow = Flow::kNormal;
+    QS_RETURN_IF_ERROR(exec_body(macro.body, call_scope, out, flow));
+    return Value(std::move(out));
   }
 
   Result<CallArgs> eval_args(const Expr& e, const ScopePtr& scope, size_t first) {
@@ -549,7 +561,9 @@ class Evaluator {
     return fn.as_callable().fn(args);
   }
 
+  static constexpr int kMaxMacroDepth = 64;
   std::vector<ScopePtr> pinned_;
+  int macro_depth_ = 0;
 };
 
 }  // namespace

@@ -130,6 +130,8 @@ class Parser {
   }
 
   Status parse_statement(const Token& tag, Body& body) {
+    DepthGuard guard(depth_);
+    if (depth_ > kMaxDepth) return error(tag, "blocks nested too deeply");
     const std::string& name = tag.text;
     auto n = std::make_unique<Node>();
     n->line = tag.line;
@@ -326,6 +328,8 @@ class Parser {
   }
 
   Result<ExprPtr> parse_not() {
+    DepthGuard guard(depth_);
+    if (depth_ > kMaxDepth) return error(peek(), "expression nested too deeply");
     if (is_name("not")) {
       auto e = make(Expr::Kind::kNot, next().line);
       QS_ASSIGN_OR_RETURN(ExprPtr operand, parse_not());
@@ -413,6 +417,8 @@ class Parser {
   }
 
   Result<ExprPtr> parse_unary(bool with_filter) {
+    DepthGuard guard(depth_);
+    if (depth_ > kMaxDepth) return error(peek(), "expression nested too deeply");
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
@@ -654,8 +660,18 @@ class Parser {
     }
   }
 
+  // Recursive descent uses the C++ stack, so nesting is capped (jinja2 itself gives up near
+  // 80 levels, at Python's recursion limit) and deeper input is an error, not a crash.
+  static constexpr int kMaxDepth = 128;
+  struct DepthGuard {
+    explicit DepthGuard(int& depth) : depth_ref(++depth) {}
+    ~DepthGuard() { --depth_ref; }
+    int& depth_ref;
+  };
+
   std::vector<Token> toks_;
   size_t pos_ = 0;
+  int depth_ = 0;
   int loop_depth_ = 0;  // for loops open around the tag being parsed
 };
 

@@ -131,6 +131,9 @@ TEST(ChatTemplate, BadArgumentsAreErrors) {
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->render(ojson::object(), false).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(t->render(kUser, false, ojson::array()).status().code(), StatusCode::kInvalidArgument);
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  ojson deep_messages = ojson::array({{{"role", "user"}, {"content", ojson::parse(deep)}}});
+  EXPECT_EQ(t->render(deep_messages, false).status().code(), StatusCode::kInvalidArgument);
   auto raising =
       ChatTemplate::from_string("{{ raise_exception('Conversation roles must alternate') }}");
   ASSERT_TRUE(raising.ok());

@@ -106,6 +106,27 @@ TEST(JinjaErrors, ArithmeticErrorsAreReportedNotUndefinedBehaviour) {
   expect_error("{{ range(1000000) | length }}", {"range() too big"});
 }
 
+TEST(JinjaErrors, DeepNestingAndRecursionAreErrorsNotStackOverflows) {
+  expect_error("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}",
+               {"nested too deeply"});
+  expect_error("{{ " + std::string(100000, '[') + std::string(100000, ']') + " }}",
+               {"nested too deeply"});
+  expect_error("{{ " + std::string(100000, '-') + "1 }}", {"nested too deeply"});
+  std::string nots = "{{ ";
+  for (int i = 0; i < 50000; ++i) nots += "not ";
+  expect_error(nots + "1 }}", {"nested too deeply"});
+  std::string ifs;
+  for (int i = 0; i < 10000; ++i) ifs += "{% if true %}";
+  expect_error(ifs, {"nested too deeply"});
+  expect_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", {"macro 'f' recursion"});
+  // Bounded recursion is fine.
+  auto out = render_str(
+      "{% macro count(n) %}{{ n }}{% if n > 0 %}{{ count(n - 1) }}{% endif %}{% endmacro %}"
+      "{{ count(5) }}");
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(*out, "543210");
+}
+
 TEST(JinjaErrors, MalformedTemplatesNeverCrash) {
   // Every prefix of a template that uses most of the grammar: each must parse and render or
   // return an error, never crash or hang.
