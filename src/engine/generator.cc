@@ -1,8 +1,11 @@
 // engine: the generation loop (see generator.h).
 #include "engine/generator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <span>
 
@@ -71,6 +74,20 @@ Result<std::vector<GenerationResult>> Generator::generate(
     const int64_t len = std::min<int64_t>(prompt_len + r.params.max_tokens, max_len);
     kv_config.n_blocks += (len + kv_config.block_size - 1) / kv_config.block_size;
     stats_.prompt_tokens += prompt_len;
+  }
+  // A huge max_tokens on a long-context model must be an error, not an out-of-memory kill.
+  const double kv_bytes = 2.0 * sizeof(float) * static_cast<double>(kv_config.n_layers) *
+                          kv_config.n_kv_heads * kv_config.head_dim * kv_config.block_size *
+                          kv_config.n_blocks;
+  const double ram_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  if (ram_bytes > 0 && kv_bytes > 0.5 * ram_bytes) {
+    char msg[256];
+    std::snprintf(msg, sizeof(msg),
+                  "the KV cache for %lld tokens would need %.1f GiB, more than half of this "
+                  "machine's %.1f GiB; lower max_tokens or the number of requests",
+                  static_cast<long long>(kv_config.n_blocks * kv_config.block_size),
+                  kv_bytes / (1 << 30), ram_bytes / (1 << 30));
+    return out_of_range(msg);
   }
   KvCache cache(kv_config);
 

@@ -2,6 +2,7 @@
 #include "models/model_config.h"
 
 #include <cmath>
+#include <cstdint>
 #include <numbers>
 
 #include "io/checkpoint.h"
@@ -224,6 +225,10 @@ Result<ModelConfig> parse_model_config(const json& config) {
   if (config.contains("max_position_embeddings")) {
     QS_RETURN_IF_ERROR(
         require_positive(config, "max_position_embeddings", &out.max_position_embeddings));
+  }
+  if (out.max_position_embeddings > INT32_MAX) {
+    return invalid_argument("config field 'max_position_embeddings' must be below 2^31, got " +
+                            std::to_string(out.max_position_embeddings));
   }
   QS_ASSIGN_OR_RETURN(auto eps, json_double(config, "rms_norm_eps"));
   if (eps) out.rms_norm_eps = *eps;

@@ -199,6 +199,34 @@ TEST(Stories260K, EosIdsAndBadRequests) {
   EXPECT_FALSE(generator.generate({bad_params}).ok());
 }
 
+// A budget whose KV cache could not fit in memory is refused up front (here: a copy of the
+// model claiming a 2^30-token context, asked for 2^31 - 1 tokens: 1.3 TB of f32 K/V).
+TEST(Stories260K, KvCacheLargerThanMemoryIsAnError) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "qs_stories260k_long";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(kModelDir)) {
+    fs::copy_file(e.path(), dir / e.path().filename());
+  }
+  auto config = io::read_json((dir / "config.json").string());
+  ASSERT_TRUE(config.ok());
+  (*config)["max_position_embeddings"] = int64_t{1} << 30;
+  fs::remove(dir / "config.json");
+  ASSERT_TRUE(io::write_json((dir / "config.json").string(), *config).ok());
+  Loaded l = load(dir.string());
+  ASSERT_TRUE(l.model && l.tokenizer);
+  ThreadPool pool(1);
+  engine::Generator generator(*l.model, *l.tokenizer, {2}, pool);
+  engine::GenerationRequest request;
+  request.prompt_ids = {1};
+  request.params.max_tokens = INT32_MAX;
+  auto r = generator.generate({request});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(r.status().message().find("GiB"), std::string::npos) << r.status().message();
+}
+
 // --chat renders the chat template (here a minimal one added to a copy of the model) and
 // tokenizes its output without adding BOS again.
 TEST(Stories260K, ChatFlagUsesTheChatTemplate) {
