@@ -209,11 +209,10 @@ Status SentencePieceTokenizer::finish(const TokenizerConfig& config, const std::
   QS_ASSIGN_OR_RETURN(eos_id_, resolve(config.eos_token, "eos_token"));
   QS_ASSIGN_OR_RETURN(int32_t unk_from_config, resolve(config.unk_token, "unk_token"));
   if (unk_from_config >= 0) unk_id_ = unk_from_config;
-  QS_ASSIGN_OR_RETURN(int32_t pad_id, resolve(config.pad_token, "pad_token"));
-  (void)pad_id;  // marked special by resolve(); nothing else uses it
+  // The pad token and additional special tokens only need marking special and cutting out.
+  QS_RETURN_IF_ERROR(resolve(config.pad_token, "pad_token").status());
   for (const AddedToken& tok : config.additional_special_tokens) {
-    QS_ASSIGN_OR_RETURN(int32_t id, resolve(tok, "additional_special_tokens entry"));
-    (void)id;
+    QS_RETURN_IF_ERROR(resolve(tok, "additional_special_tokens entry").status());
   }
   if (bos_id_ >= 0) bos_token_ = pieces_[bos_id_].piece;
   if (eos_id_ >= 0) eos_token_ = pieces_[eos_id_].piece;

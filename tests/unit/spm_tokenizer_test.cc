@@ -331,6 +331,29 @@ TEST(SpmTokenizerHfJson, MetaspaceFirstPrependsOnceAndNotBeforeASpace) {
   EXPECT_EQ(pieces(*t, t->encode(" a", false)), (Pieces{ws("_a")}));
 }
 
+TEST(SpmTokenizerHfJson, MetaspaceSplitRunsBpePerWord) {
+  // With split, "▁▁" cannot form across the word boundary in " a": "▁" | "▁a".
+  const nlohmann::json split = {{"type", "Metaspace"},
+                                {"replacement", ws("_")},
+                                {"prepend_scheme", "always"},
+                                {"split", true}};
+  auto r = SentencePieceTokenizer::from_hf_json(hf_json(nullptr, split), {}, "t.json");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(pieces(**r, (*r)->encode("b  a", false)), (Pieces{ws("_"), "b", ws("_"), ws("_a")}));
+  // Without split, "▁ ▁" merges across the run of spaces (leftmost pair first); with split
+  // every "▁" is a word of its own.
+  const nlohmann::json whole = {{"type", "Metaspace"},
+                                {"replacement", ws("_")},
+                                {"prepend_scheme", "always"},
+                                {"split", false}};
+  auto w = SentencePieceTokenizer::from_hf_json(hf_json(nullptr, whole), {}, "t.json");
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(pieces(**w, (*w)->encode("b   c", false)),
+            (Pieces{ws("_"), "b", ws("__"), ws("_"), "c"}));
+  EXPECT_EQ(pieces(**r, (*r)->encode("b   c", false)),
+            (Pieces{ws("_"), "b", ws("_"), ws("_"), ws("_"), "c"}));
+}
+
 TEST(SpmTokenizerHfJson, DetectionAndRejection) {
   nlohmann::json byte_level = hf_json(nullptr, {{"type", "ByteLevel"}});
   byte_level["model"]["byte_fallback"] = false;
