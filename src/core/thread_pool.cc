@@ -15,6 +15,18 @@ inline void cpu_relax() {
 // About 50-100 us of spinning before a worker sleeps: longer than the gap between two
 // matmuls of one decode step, much shorter than the gap between two requests.
 constexpr int kSpinIterations = 20000;
+// Spinners yield the core this often. When there are more runnable threads than cores (CI
+// running tests in parallel, a loaded host), a pure spinner would hold its core for a whole
+// scheduler slice while the thread it waits for cannot run; yielding costs ~1 us otherwise.
+constexpr int kYieldEvery = 64;
+
+inline void spin_pause(int iteration) {
+  if (iteration % kYieldEvery == kYieldEvery - 1) {
+    std::this_thread::yield();
+  } else {
+    cpu_relax();
+  }
+}
 
 }  // namespace
 
@@ -42,7 +54,7 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
     for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
-      cpu_relax();
+      spin_pause(spin);
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
@@ -73,7 +85,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
   if (sleepers_.load() > 0) cv_.notify_all();
   fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) spin_pause(spin);
   job_ = nullptr;
 }
 
