@@ -11,6 +11,7 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "apps/sampling_flags.h"
 #include "engine/generator.h"
 #include "io/generation_config.h"
 #include "models/model.h"
@@ -22,50 +23,6 @@ namespace {
 
 constexpr const char* kUsageName = "chat";
 constexpr int64_t kDefaultMaxTokens = 512;
-
-// Flag if given, else generation_config.json's value if any, else SamplingParams' default
-// (the same precedence as `generate`, which is vLLM's).
-Status sampling_params(const Flags& flags, const io::GenerationConfig& gen, SamplingParams* p) {
-  auto pick = [&](const char* flag, std::optional<double> from_config, float* out) -> Status {
-    if (flags.has(flag)) {
-      QS_ASSIGN_OR_RETURN(double v, flags.get_double(flag));
-      *out = static_cast<float>(v);
-    } else if (from_config) {
-      *out = static_cast<float>(*from_config);
-    }
-    return ok_status();
-  };
-  QS_RETURN_IF_ERROR(pick("temperature", gen.temperature, &p->temperature));
-  QS_RETURN_IF_ERROR(pick("top-p", gen.top_p, &p->top_p));
-  QS_RETURN_IF_ERROR(pick("min-p", std::nullopt, &p->min_p));
-  QS_RETURN_IF_ERROR(pick("repetition-penalty", gen.repetition_penalty, &p->repetition_penalty));
-  QS_RETURN_IF_ERROR(pick("presence-penalty", std::nullopt, &p->presence_penalty));
-  QS_RETURN_IF_ERROR(pick("frequency-penalty", std::nullopt, &p->frequency_penalty));
-  if (flags.has("top-k")) {
-    QS_ASSIGN_OR_RETURN(int64_t k, flags.get_int("top-k"));
-    if (k < -1 || k > INT32_MAX) {
-      return invalid_argument("--top-k must be -1, 0 or a positive count, got " +
-                              std::to_string(k));
-    }
-    p->top_k = static_cast<int32_t>(k);
-  } else if (gen.top_k) {
-    p->top_k = static_cast<int32_t>(*gen.top_k);  // transformers' 0 means off, as ours
-  }
-  int64_t max_tokens = gen.max_new_tokens.value_or(kDefaultMaxTokens);
-  if (flags.has("max-tokens")) {
-    QS_ASSIGN_OR_RETURN(max_tokens, flags.get_int("max-tokens"));
-  }
-  if (max_tokens < 1 || max_tokens > INT32_MAX) {
-    return invalid_argument("--max-tokens must be at least 1, got " + std::to_string(max_tokens));
-  }
-  p->max_tokens = static_cast<int32_t>(max_tokens);
-  if (flags.has("seed")) {
-    QS_ASSIGN_OR_RETURN(int64_t seed, flags.get_int("seed"));
-    p->seed = static_cast<uint64_t>(seed);
-  }
-  p->stop = flags.get_all("stop");
-  return ok_status();
-}
 
 // Conversation state and the loaded pieces a turn needs.
 struct Session {
@@ -132,23 +89,14 @@ Result<nlohmann::ordered_json> parse_template_kwargs(const Flags& flags) {
 
 // Malformed numbers and JSON are usage errors (exit 2), caught before anything loads.
 Status check_flag_values(const Flags& flags) {
-  for (const char* name : {"max-tokens", "top-k", "seed", "threads"}) {
-    if (flags.has(name)) QS_RETURN_IF_ERROR(flags.get_int(name).status());
-  }
-  for (const char* name : {"temperature", "top-p", "min-p", "repetition-penalty",
-                           "presence-penalty", "frequency-penalty"}) {
-    if (flags.has(name)) QS_RETURN_IF_ERROR(flags.get_double(name).status());
-  }
+  QS_RETURN_IF_ERROR(check_sampling_flag_values(flags));
   return parse_template_kwargs(flags).status();
 }
 
 Status run(const Flags& flags) {
   const std::string dir = flags.get("model");
   if (dir.empty()) return invalid_argument("--model is required");
-  QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
-  if (threads < 1 || threads > 1024) {
-    return invalid_argument("--threads must be in [1, 1024], got " + std::to_string(threads));
-  }
+  QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
   QS_ASSIGN_OR_RETURN(nlohmann::ordered_json template_kwargs, parse_template_kwargs(flags));
 
   QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir));
@@ -156,14 +104,10 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));
   QS_ASSIGN_OR_RETURN(tok::ChatTemplate chat_template, tok::ChatTemplate::from_model_dir(dir));
   SamplingParams params;
-  QS_RETURN_IF_ERROR(sampling_params(flags, gen, &params));
+  QS_RETURN_IF_ERROR(sampling_params_from_flags(flags, gen, kDefaultMaxTokens, &params));
   QS_RETURN_IF_ERROR(params.validate(tokenizer->vocab_size()));
 
-  // EOS from config.json, generation_config.json and the tokenizer, as vLLM merges them; chat
-  // models list their end-of-turn token there (e.g. <|im_end|>).
-  std::vector<int32_t> eos = model->config().eos_token_ids;
-  for (int64_t id : gen.eos_token_ids) eos.push_back(static_cast<int32_t>(id));
-  if (tokenizer->eos_id() >= 0) eos.push_back(tokenizer->eos_id());
+  const std::vector<int32_t> eos = merged_eos_ids(model->config(), gen, *tokenizer);
 
   ThreadPool pool(static_cast<int>(threads));
   engine::Generator generator(*model, *tokenizer, eos, pool);
@@ -212,23 +156,12 @@ int cmd_chat(const Args& args) {
   Flags flags;
   flags.add("model", "checkpoint directory (config.json, *.safetensors, tokenizer, chat template)")
       .add("system", "system message that opens the conversation")
-      .add("max-tokens", "tokens per reply at most", false,
-           std::to_string(kDefaultMaxTokens) + " or generation_config.json")
-      .add("temperature", "0 = greedy", false, "1.0 or generation_config.json")
-      .add("top-p", "nucleus sampling mass")
-      .add("top-k", "keep the k most likely tokens (0 or -1 = all)")
-      .add("min-p", "drop tokens below min-p x the top probability")
-      .add("repetition-penalty", "> 1 discourages tokens already in prompt or output")
-      .add("presence-penalty", "subtracted once from each generated token")
-      .add("frequency-penalty", "subtracted per occurrence in the output")
-      .add("seed", "RNG seed of every reply")
-      .add("stop", "stop string (repeatable)")
       .add("chat-template-kwargs",
            "JSON object of extra template variables, e.g. "
            "'{\"enable_thinking\": false}'")
-      .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()))
       .add("verbose-prompt", "print each rendered prompt to stderr", true)
       .add("stats", "print tokens and time of each reply to stderr", true);
+  add_sampling_flags(flags, kDefaultMaxTokens);
   Status s = flags.parse(args);
   if (s.ok() && flags.help_requested()) {
     std::printf("%s", flags.usage(kUsageName).c_str());
