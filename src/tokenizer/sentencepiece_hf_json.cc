@@ -2,6 +2,7 @@
 // BPE with byte_fallback, a Prepend("▁") + Replace(" ", "▁") normalizer or a Metaspace
 // pre-tokenizer, merges) -> SentencePieceTokenizer with HF's merge ranks.
 #include <string>
+#include <unordered_set>
 
 #include "tokenizer/sentencepiece_tokenizer.h"
 
@@ -197,10 +198,10 @@ Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::from_hf_
       added.push_back(std::move(tok));
     }
   }
+  std::unordered_set<int32_t> ids;
+  for (const AddedToken& a : added) ids.insert(a.id);
   for (const AddedToken& tok : config.added_tokens) {
-    bool seen = false;
-    for (const AddedToken& a : added) seen = seen || a.id == tok.id;
-    if (!seen) added.push_back(tok);
+    if (ids.insert(tok.id).second) added.push_back(tok);
   }
   cfg.added_tokens = added;
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <queue>
+#include <unordered_set>
 
 #include "tokenizer/utf8.h"
 
@@ -222,10 +223,9 @@ Status SentencePieceTokenizer::finish(const TokenizerConfig& config, const std::
   // One splitter entry per content; the first declaration (added_tokens_decoder) keeps its
   // flags.
   std::vector<AddedToken> unique;
+  std::unordered_set<std::string_view> seen;
   for (const AddedToken& tok : split_tokens) {
-    bool seen = false;
-    for (const AddedToken& u : unique) seen = seen || u.content == tok.content;
-    if (!seen) unique.push_back(tok);
+    if (seen.insert(tok.content).second) unique.push_back(tok);
   }
   splitter_ = AddedTokenSplitter(std::move(unique));
   return ok_status();
