@@ -338,6 +338,16 @@ JINJA_CASES = [
     ("filter_block", "{% filter upper %}\n  hi {{ n }}\n{% endfilter %}|{%- filter trim | replace('a', 'b') -%}  aa  {%- endfilter -%}|", {}),
     ("select_map_on_none", "{{ nothing|selectattr('x')|list }} {{ nothing|map(attribute='x')|list }} {{ missing|select|list }} {{ none|rejectattr('type', 'equalto', 'x')|list|length > 0 }}", {}),
     ("dict_equality_and_filtered_items", "{{ msgs[0] == {'role': 'user', 'content': 'hi'} }} {{ msgs[0] == msgs[-1] }} {% for k, v in msgs[2].items() if k != 'extra' %}{{ k }}={{ v }};{% endfor %}", {}),
+    # generator-returning filters (select*, reject*, map, unique, items, reverse) are always truthy
+    ("generator_truthiness", "{% if empty|select('odd') %}gen{% endif %} {% if empty|select('odd')|list %}list{% else %}empty{% endif %} {{ items|reverse|reverse }} {{ (items|unique|list)[0] }} {{ d.items() }} {{ d.keys() }}", {}),
+    ("tests_case_and_parity_edges", "{{ '' is upper }} {{ '1' is lower }} {{ 'a1' is lower }} {{ 2.5 is even }} {{ 2.5 is odd }} {{ 3.0 is odd }} {{ -3 is odd }} {{ true is odd }}", {}),
+    ("error_unhashable_in_dict", "{{ [1] in d }}", {}),
+    ("error_int_of_undefined", "{{ missing|int }}", {}),
+    ("error_indent_non_string", "{{ n|indent }}", {}),
+    ("error_len_of_generator", "{{ items|select('odd')|length }}", {}),
+    ("subscript_failures_are_undefined", "[{{ (items|map('string'))[0] }}][{{ n[0] }}][{{ nothing[0] }}]", {}),
+    ("error_slice_of_generator", "{{ (items|select)[1:] }}", {}),
+    ("error_slice_of_int", "{{ n[1:] }}", {}),
     # errors jinja2 raises at render time (the C++ must fail too, never print something)
     ("error_attr_of_undefined", "{{ missing.attr }}", {}),
     ("error_item_of_undefined", "{{ missing['x'] }}", {}),

@@ -81,7 +81,7 @@ Result<Value> get_path(const Value& v, const std::string& path) {
 
 Result<Value> select_or_reject(const std::string& name, const Value& input, const CallArgs& args,
                                bool by_attr, bool select) {
-  if (!input.truthy()) return Value(std::vector<Value>{});  // jinja2: `if value:` first
+  if (!input.truthy()) return Value::sequence({}, Value::Seq::kGenerator);  // `if value:` first
   QS_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(input));
   size_t first = 0;
   std::string attr;
@@ -114,7 +114,7 @@ Result<Value> select_or_reject(const std::string& name, const Value& input, cons
     }
     if (pass == select) out.push_back(item);
   }
-  return Value(std::move(out));
+  return Value::sequence(std::move(out), Value::Seq::kGenerator);
 }
 
 Result<Value> round_value(const Value& v, int64_t precision, const std::string& method) {
@@ -207,6 +207,10 @@ Result<Value> get_attr(const Value& obj, const std::string& name) {
 Result<Value> get_item(const Value& obj, const Value& key) {
   if (obj.is_undefined()) return invalid_argument(obj.undefined_hint());
   if (key.is_undefined()) return invalid_argument(key.undefined_hint());
+  // jinja2's sandboxed getitem turns a failed obj[key] into Undefined.
+  if (obj.is_list() && obj.seq() != Value::Seq::kList && obj.seq() != Value::Seq::kTuple) {
+    return Value::undefined("'" + obj.type_name() + "' object is not subscriptable");
+  }
   if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
     int64_t i = key.as_int();
     if (obj.is_list()) {
@@ -232,6 +236,10 @@ Result<Value> get_item(const Value& obj, const Value& key) {
 Result<Value> get_slice(const Value& obj, const Value& start, const Value& stop,
                         const Value& step) {
   if (obj.is_undefined()) return invalid_argument(obj.undefined_hint());
+  // Unlike obj[key], a failed slice is an error in jinja2, not Undefined.
+  if (obj.is_list() && obj.seq() != Value::Seq::kList && obj.seq() != Value::Seq::kTuple) {
+    return invalid_argument("'" + obj.type_name() + "' object is not subscriptable");
+  }
   auto part = [](const Value& v, const char* what) -> Result<std::optional<int64_t>> {
     if (v.is_undefined() || v.is_none()) return std::optional<int64_t>();
     if (!v.is_int() && !v.is_bool()) {
@@ -297,7 +305,10 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
   auto same_kind = [&](std::string s) {
     return input.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s));
   };
-  if (name == "string") return same_kind(input.str());
+  if (name == "string") {
+    QS_RETURN_IF_ERROR(check_printable(input));
+    return same_kind(input.str());
+  }
   if (name == "trim") {
     const Value* chars = arg(0, "chars");
     Value escaped_chars;
@@ -314,6 +325,7 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
   if (name == "length" || name == "count") {
     if (input.is_undefined()) return Value(0);
     if (input.is_string()) return Value(static_cast<int64_t>(utf8_length(input.as_string())));
+    if (input.is_generator()) return arg_error(what, "object of type 'generator' has no len()");
     if (input.is_list()) return Value(static_cast<int64_t>(input.as_list().size()));
     if (input.is_dict()) return Value(static_cast<int64_t>(input.as_dict().items.size()));
     return invalid_argument("object of type '" + input.type_name() + "' has no len()");
@@ -341,11 +353,11 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
     return Value(std::move(json));
   }
   if (name == "items") {
-    if (input.is_undefined()) return Value(std::vector<Value>{});
+    if (input.is_undefined()) return Value::sequence({}, Value::Seq::kGenerator);
     if (!input.is_dict()) return arg_error(what, "can only get item pairs from a mapping");
     std::vector<Value> pairs;
     for (const auto& [k, v] : input.as_dict().items) pairs.push_back(Value::tuple({Value(k), v}));
-    return Value(std::move(pairs));
+    return Value::sequence(std::move(pairs), Value::Seq::kGenerator);
   }
   if (name == "join") {
     QS_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(input));
@@ -369,6 +381,9 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
     if (!arg(0, "old") || !arg(1, "new")) return arg_error(what, "needs old and new strings");
     return Value(py_replace(input.str(), from, to, count));
   }
+  if (name == "last" && input.is_generator()) {
+    return arg_error(what, "'generator' object is not reversible");
+  }
   if (name == "first" || name == "last") {
     QS_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(input));
     if (items.empty()) return Value::undefined("No " + name + " item, sequence was empty.");
@@ -386,10 +401,15 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
     }
     QS_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(input));
     std::reverse(items.begin(), items.end());
-    return Value(std::move(items));
+    // reversed() of a sequence is an iterator; a generator cannot be reversed, so jinja2 falls
+    // back to building a reversed list.
+    if (input.is_generator()) return Value(std::move(items));
+    return Value::sequence(std::move(items), Value::Seq::kGenerator);
   }
   if (name == "int" || name == "float") {
     bool as_int = name == "int";
+    // int(Undefined) raises UndefinedError, which jinja2 does not turn into the default.
+    if (input.is_undefined()) return invalid_argument(input.undefined_hint());
     const Value* def = arg(0, "default");
     Value fallback = def ? *def : (as_int ? Value(0) : Value(0.0));
     if (input.is_number())
@@ -422,6 +442,9 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
     return round_value(input, precision, method);
   }
   if (name == "indent") {
+    // jinja2 appends "\n" to the value first, which only a string survives.
+    if (input.is_undefined()) return invalid_argument(input.undefined_hint());
+    if (!input.is_string()) return arg_error(what, "expected a string, got " + input.type_name());
     const Value* width = arg(0, "width");
     std::string pad = "    ";
     if (width && width->is_string()) {
@@ -458,7 +481,7 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
         seen.push_back(keys[i]);
         out.push_back(items[i]);
       }
-      return Value(std::move(out));
+      return Value::sequence(std::move(out), Value::Seq::kGenerator);
     }
     if (sort) {
       QS_RETURN_IF_ERROR(sort_values(items, keys, reverse && reverse->truthy()));
@@ -504,7 +527,7 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
     return total;
   }
   if (name == "map") {
-    if (!input.truthy()) return Value(std::vector<Value>{});  // jinja2: `if value:` first
+    if (!input.truthy()) return Value::sequence({}, Value::Seq::kGenerator);  // `if value:` first
     QS_ASSIGN_OR_RETURN(std::vector<Value> items, iterate(input));
     std::vector<Value> out;
     if (const Value* attribute = args.get(99, "attribute")) {
@@ -513,7 +536,7 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
         QS_ASSIGN_OR_RETURN(Value v, get_path(item, attribute->str()));
         out.push_back(v.is_undefined() && def ? *def : v);
       }
-      return Value(std::move(out));
+      return Value::sequence(std::move(out), Value::Seq::kGenerator);
     }
     if (args.positional.empty() || !args.positional[0].is_string()) {
       return arg_error(what, "expected a filter name or attribute=");
@@ -525,7 +548,7 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
       QS_ASSIGN_OR_RETURN(Value v, apply_filter(args.positional[0].as_string(), item, rest));
       out.push_back(std::move(v));
     }
-    return Value(std::move(out));
+    return Value::sequence(std::move(out), Value::Seq::kGenerator);
   }
   if (name == "select" || name == "reject")
     return select_or_reject(name, input, args, false, name == "select");
@@ -556,18 +579,24 @@ Result<bool> apply_test(const std::string& name, const Value& v, const CallArgs&
   if (name == "mapping") return v.is_dict();
   // Python iter() works on str, list, dict and on jinja2's Undefined.
   if (name == "iterable") return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
-  if (name == "sequence") return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined();
+  if (name == "sequence") {
+    return v.is_string() || (v.is_list() && !v.is_generator()) || v.is_dict() || v.is_undefined();
+  }
   if (name == "callable") return v.is_callable();
   if (name == "lower" || name == "upper") {
+    // str(value).islower()/.isupper(): needs at least one cased character.
     std::string s = v.str();
-    return name == "lower" ? to_lower(s) == s : to_upper(s) == s;
+    bool has_cased = std::any_of(
+        s.begin(), s.end(), [](char c) { return std::isalpha(static_cast<unsigned char>(c)); });
+    return has_cased && (name == "lower" ? to_lower(s) == s : to_upper(s) == s);
   }
   if (name == "even" || name == "odd") {
     if (!v.is_number())
       return invalid_argument("test '" + name + "' needs a number, got " + v.type_name());
-    QS_ASSIGN_OR_RETURN(Value rem, apply_filter("int", v, {}));
-    int64_t r = rem.as_int() % 2;
-    return name == "even" ? r == 0 : r != 0;
+    // value % 2 with Python's sign rule; 2.5 is neither even nor odd.
+    double r = v.is_float() ? std::fmod(std::fmod(v.as_double(), 2.0) + 2.0, 2.0)
+                            : static_cast<double>(((v.as_int() % 2) + 2) % 2);
+    return name == "even" ? r == 0.0 : r == 1.0;
   }
   if (name == "divisibleby") {
     QS_RETURN_IF_ERROR(need_other());
@@ -660,7 +689,9 @@ Result<Value> call_method(const Value& obj, const std::string& name, const CallA
         if (name == "keys") out.emplace_back(k);
         if (name == "values") out.push_back(v);
       }
-      return Value(std::move(out));
+      return Value::sequence(std::move(out), name == "items"  ? Value::Seq::kDictItems
+                                             : name == "keys" ? Value::Seq::kDictKeys
+                                                              : Value::Seq::kDictValues);
     }
     if (name == "get") {
       const Value* key = arg(0, "key");

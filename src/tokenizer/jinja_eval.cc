@@ -47,9 +47,14 @@ Result<Value> checked_int(bool overflow, int64_t v) {
 }
 
 Result<Value> arithmetic(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value(a.str() + b.str());
+  if (op == "~") {
+    QS_RETURN_IF_ERROR(check_printable(a));
+    QS_RETURN_IF_ERROR(check_printable(b));
+    return Value(a.str() + b.str());
+  }
   if (a.is_undefined()) return undefined_error(a);
   if (b.is_undefined()) return undefined_error(b);
+  if (a.is_generator() || b.is_generator()) return type_error(op, a, b);
   bool ints = (a.is_int() || a.is_bool()) && (b.is_int() || b.is_bool());
   if (a.is_number() && b.is_number()) {
     int64_t x = ints ? a.as_int() : 0, y = ints ? b.as_int() : 0, r = 0;
@@ -132,7 +137,8 @@ Result<bool> less_than(const Value& a, const Value& b, const std::string& op) {
     return a.as_int() < b.as_int();
   }
   if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();
-  if (a.is_list() && b.is_list()) {
+  if (a.is_list() && b.is_list() && a.seq() == b.seq() &&
+      (a.seq() == Value::Seq::kList || a.seq() == Value::Seq::kTuple)) {
     const auto& x = a.as_list();
     const auto& y = b.as_list();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -161,6 +167,9 @@ Result<bool> contains(const Value& container, const Value& item) {
       }
       return false;
     case Value::Kind::kDict:
+      if (item.is_list() || item.is_dict() || item.is_namespace()) {
+        return invalid_argument("unhashable type: '" + item.type_name() + "'");
+      }
       return item.is_string() && container.as_dict().find(item.as_string()) != nullptr;
     default:
       return invalid_argument("argument of type '" + container.type_name() + "' is not iterable");
@@ -215,6 +224,7 @@ class Evaluator {
         return ok_status();
       case Node::Kind::kOutput: {
         QS_ASSIGN_OR_RETURN(Value v, eval(*n.expr, scope));
+        QS_RETURN_IF_ERROR(check_printable(v));
         out += v.str();
         return ok_status();
       }

@@ -86,7 +86,7 @@ bool Value::truthy() const {
     case Kind::kString:
       return !as_string().empty();
     case Kind::kList:
-      return !as_list().empty();
+      return is_generator() || !as_list().empty();  // a Python generator object is truthy
     case Kind::kDict:
       return !as_dict().items.empty();
     case Kind::kNamespace:
@@ -192,6 +192,7 @@ std::string Value::repr() const {
     case Kind::kString:
       return is_markup() ? "Markup(" + repr_string(as_string()) + ")" : repr_string(as_string());
     case Kind::kList: {
+      if (is_generator()) return "<generator object>";
       std::string out = is_tuple() ? "(" : "[";
       const auto& list = as_list();
       for (size_t i = 0; i < list.size(); ++i) {
@@ -199,7 +200,16 @@ std::string Value::repr() const {
         out += list[i].repr();
       }
       if (is_tuple()) return out + (list.size() == 1 ? ",)" : ")");
-      return out + "]";
+      switch (seq()) {
+        case Seq::kDictItems:
+          return "dict_items(" + out + "])";
+        case Seq::kDictKeys:
+          return "dict_keys(" + out + "])";
+        case Seq::kDictValues:
+          return "dict_values(" + out + "])";
+        default:
+          return out + "]";
+      }
     }
     case Kind::kDict: {
       std::string out = "{";
@@ -240,7 +250,9 @@ bool Value::equals(const Value& other) const {
     case Kind::kString:
       return as_string() == other.as_string();
     case Kind::kList: {
-      if (is_tuple() != other.is_tuple()) return false;  // Python: (1,) != [1]
+      // Python: (1,) != [1]; generators and dict views compare by identity.
+      if (seq() != other.seq()) return false;
+      if (seq() != Seq::kList && seq() != Seq::kTuple) return &as_list() == &other.as_list();
       const auto& a = as_list();
       const auto& b = other.as_list();
       if (a.size() != b.size()) return false;
@@ -283,7 +295,20 @@ std::string Value::type_name() const {
     case Kind::kString:
       return "str";
     case Kind::kList:
-      return "list";
+      switch (seq()) {
+        case Seq::kTuple:
+          return "tuple";
+        case Seq::kGenerator:
+          return "generator";
+        case Seq::kDictItems:
+          return "dict_items";
+        case Seq::kDictKeys:
+          return "dict_keys";
+        case Seq::kDictValues:
+          return "dict_values";
+        default:
+          return "list";
+      }
     case Kind::kDict:
       return "dict";
     case Kind::kNamespace:
@@ -373,6 +398,9 @@ struct JsonWriter {
         json_escape(v.as_string(), out);
         return ok_status();
       case Value::Kind::kList: {
+        if (v.seq() != Value::Seq::kList && v.seq() != Value::Seq::kTuple) {
+          return invalid_argument("Object of type " + v.type_name() + " is not JSON serializable");
+        }
         const auto& list = v.as_list();
         if (list.empty()) {
           out += "[]";
@@ -424,6 +452,15 @@ Result<std::string> to_json(const Value& v, int indent, bool sort_keys, std::str
   JsonWriter w{indent, sort_keys, item_sep, key_sep, {}};
   QS_RETURN_IF_ERROR(w.write(v, 0));
   return std::move(w.out);
+}
+
+Status check_printable(const Value& v) {
+  if (v.is_generator()) {
+    return unimplemented(
+        "unsupported construct: printing a generator (jinja2 prints its address); apply "
+        "'| list' first");
+  }
+  return ok_status();
 }
 
 std::string html_escape(std::string_view s) {

@@ -81,7 +81,7 @@ class Value {
   Value(std::string s) : v_(std::move(s)) {}     // NOLINT
   Value(const char* s) : v_(std::string(s)) {}   // NOLINT
   Value(std::vector<Value> list)                 // NOLINT
-      : v_(std::make_shared<const ListBox>(ListBox{std::move(list), false})) {}
+      : v_(std::make_shared<const ListBox>(ListBox{std::move(list), Seq::kList})) {}
   Value(Dict dict) : v_(std::make_shared<const Dict>(std::move(dict))) {}  // NOLINT
   Value(std::shared_ptr<Namespace> ns) : v_(std::move(ns)) {}              // NOLINT
   Value(std::shared_ptr<const Callable> fn) : v_(std::move(fn)) {}         // NOLINT
@@ -94,12 +94,19 @@ class Value {
     v.markup_ = true;
     return v;
   }
-  // A Python tuple: a list everywhere except repr ("(1, 2)") and equality with lists.
-  static Value tuple(std::vector<Value> items) {
+  // Sequences that are lists here but other Python types in jinja2:
+  //  kTuple      repr "(1, 2)", never equal to a list;
+  //  kGenerator  what items/map/select*/reject*/unique/reverse return: always truthy, no
+  //              len(), not subscriptable, and printing one shows an address, so it is an
+  //              error here (templates apply |list or iterate);
+  //  kDictItems/kDictKeys/kDictValues  d.items() etc.: repr "dict_items([...])".
+  enum class Seq { kList, kTuple, kGenerator, kDictItems, kDictKeys, kDictValues };
+  static Value sequence(std::vector<Value> items, Seq seq) {
     Value v;
-    v.v_ = std::make_shared<const ListBox>(ListBox{std::move(items), true});
+    v.v_ = std::make_shared<const ListBox>(ListBox{std::move(items), seq});
     return v;
   }
+  static Value tuple(std::vector<Value> items) { return sequence(std::move(items), Seq::kTuple); }
   static Value from_json(const nlohmann::ordered_json& j);
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }
@@ -124,7 +131,9 @@ class Value {
   }
   const std::string& as_string() const { return std::get<std::string>(v_); }
   const std::vector<Value>& as_list() const { return std::get<kListIndex>(v_)->items; }
-  bool is_tuple() const { return is_list() && std::get<kListIndex>(v_)->tuple; }
+  Seq seq() const { return std::get<kListIndex>(v_)->seq; }
+  bool is_tuple() const { return is_list() && seq() == Seq::kTuple; }
+  bool is_generator() const { return is_list() && seq() == Seq::kGenerator; }
   const Dict& as_dict() const { return *std::get<kListIndex + 1>(v_); }
   Namespace& as_namespace() const { return *std::get<kListIndex + 2>(v_); }
   const Callable& as_callable() const { return *std::get<kListIndex + 3>(v_); }
@@ -146,7 +155,7 @@ class Value {
   static constexpr size_t kListIndex = static_cast<size_t>(Kind::kList);
   struct ListBox {
     std::vector<Value> items;
-    bool tuple;
+    Seq seq;
   };
   std::variant<Undefined, None, bool, int64_t, double, std::string, std::shared_ptr<const ListBox>,
                std::shared_ptr<const Dict>, std::shared_ptr<Namespace>,
@@ -154,6 +163,10 @@ class Value {
       v_;
   bool markup_ = false;
 };
+
+// jinja2 prints a generator as "<generator object ... at 0x...>", an address: we refuse
+// rather than print something else (a template meant `| list`). Ok for every other value.
+Status check_printable(const Value& v);
 
 // markupsafe.escape() of a plain string: & < > ' " become entities.
 std::string html_escape(std::string_view s);
