@@ -161,8 +161,9 @@ void register_all() {
   for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
     if (!kernels::isa_supported(isa)) continue;
     for (int threads : {1, 2}) {
-      // 8 and 16 straddle the GEMV -> GEMM switch (kernels::cpu::kGemmMinRows).
-      for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}, int64_t{512}}) {
+      // 8 to 64 find the GEMV -> GEMM switch (kernels::cpu::kGemmMinRows*).
+      for (int64_t m :
+           {int64_t{1}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}, int64_t{512}}) {
         if (isa == Isa::kRef && m > 1) continue;  // the oracle would take minutes
         const std::string suffix =
             "/m:" + std::to_string(m) + "/threads:" + std::to_string(threads);

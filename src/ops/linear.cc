@@ -12,8 +12,14 @@ namespace {
 
 using LinearKernel = void (*)(const kernels::cpu::LinearArgs&, int64_t, int64_t);
 
+// The GEMM packs weight panels once per call; it pays off only for many rows of x.
+bool use_gemm(kernels::Isa isa, int64_t m) {
+  return m >= (isa == kernels::Isa::kAvx512 ? kernels::cpu::kGemmMinRowsAvx512
+                                            : kernels::cpu::kGemmMinRowsAvx2);
+}
+
 LinearKernel choose_kernel(kernels::Isa isa, int64_t m) {
-  const bool gemm = m >= kernels::cpu::kGemmMinRows;
+  const bool gemm = use_gemm(isa, m);
   switch (isa) {
     case kernels::Isa::kAvx512:
       return gemm ? kernels::cpu::linear_gemm_avx512 : kernels::cpu::linear_gemv_avx512;
@@ -68,7 +74,7 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor
   const kernels::cpu::LinearArgs args{x, m, k, w.data, w.dtype, n, bias, y};
   // Whole GEMM panels per thread; for the GEMV a 16-column grain keeps two threads off the
   // same 64-byte line of y.
-  const int64_t grain = m >= kernels::cpu::kGemmMinRows ? kernels::cpu::kColumnGrain : 16;
+  const int64_t grain = use_gemm(isa, m) ? kernels::cpu::kColumnGrain : 16;
   pool.parallel_for(
       n, [&](int64_t begin, int64_t end) { kernel(args, begin, end); }, grain);
   return ok_status();

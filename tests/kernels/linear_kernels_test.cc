@@ -7,11 +7,13 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/linear_cpu.h"
 #include "kernels/ref/linear_ref.h"
 #include "ops/linear.h"
 
@@ -59,24 +61,56 @@ void check_linear(Isa isa, DType dtype, const Case& c, bool with_bias, int threa
       for (int64_t j = 0; j < c.n; ++j) expect[i * c.n + j] += bias[j];
   }
 
+  std::vector<double> abs_sum(expect.size());
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      double t = with_bias ? std::fabs(bias[j]) : 0.0;
+      for (int64_t kk = 0; kk < c.k; ++kk)
+        t += std::fabs(x[i * c.k + kk] * load_as_f32(dtype, w.data, j * c.k + kk));
+      abs_sum[i * c.n + j] = t;
+    }
+  }
+  auto compare = [&](const std::vector<float>& got, const std::string& what) {
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        const double err = std::fabs(static_cast<double>(got[i * c.n + j]) - expect[i * c.n + j]);
+        ASSERT_LE(err, kRelTolerance * abs_sum[i * c.n + j])
+            << what << " " << kernels::isa_name(isa) << " " << dtype_name(dtype) << " m=" << c.m
+            << " n=" << c.n << " k=" << c.k << " bias=" << with_bias << " threads=" << threads
+            << " at [" << i << ", " << j << "]: got " << got[i * c.n + j] << " want "
+            << expect[i * c.n + j];
+      }
+    }
+  };
+
   // NaN-filled output: a kernel that skips an element cannot pass by accident.
   std::vector<float> got(expect.size(), std::nanf(""));
   ThreadPool pool(threads);
   const Status st = ops::linear_with_isa(isa, x.data(), c.m, w, with_bias ? bias.data() : nullptr,
                                          got.data(), pool);
   ASSERT_TRUE(st.ok()) << st.to_string();
+  compare(got, "ops::linear");
 
-  for (int64_t i = 0; i < c.m; ++i) {
-    for (int64_t j = 0; j < c.n; ++j) {
-      double abs_sum = with_bias ? std::fabs(bias[j]) : 0.0;
-      for (int64_t kk = 0; kk < c.k; ++kk)
-        abs_sum += std::fabs(x[i * c.k + kk] * load_as_f32(dtype, w.data, j * c.k + kk));
-      const double err = std::fabs(static_cast<double>(got[i * c.n + j]) - expect[i * c.n + j]);
-      ASSERT_LE(err, kRelTolerance * abs_sum)
-          << kernels::isa_name(isa) << " " << dtype_name(dtype) << " m=" << c.m << " n=" << c.n
-          << " k=" << c.k << " bias=" << with_bias << " threads=" << threads << " at [" << i << ", "
-          << j << "]: got " << got[i * c.n + j] << " want " << expect[i * c.n + j];
-    }
+  // ops::linear picks GEMV or GEMM by m; call both kernels directly so that each is tested
+  // at every m, over a column range split at an odd place (threads may split anywhere).
+  using Kernel = void (*)(const kernels::cpu::LinearArgs&, int64_t, int64_t);
+  std::vector<std::pair<Kernel, const char*>> direct;
+  if (isa == Isa::kAvx512) {
+    direct = {{kernels::cpu::linear_gemv_avx512, "gemv"},
+              {kernels::cpu::linear_gemm_avx512, "gemm"}};
+  } else if (isa == Isa::kAvx2) {
+    direct = {{kernels::cpu::linear_gemv_avx2, "gemv"}, {kernels::cpu::linear_gemm_avx2, "gemm"}};
+  }
+  const kernels::cpu::LinearArgs args{
+      x.data(), c.m, c.k, w.data, dtype, c.n, with_bias ? bias.data() : nullptr, nullptr};
+  for (const auto& [kernel, name] : direct) {
+    std::vector<float> y(expect.size(), std::nanf(""));
+    kernels::cpu::LinearArgs a = args;
+    a.y = y.data();
+    const int64_t split = c.n * threads / 3;  // a third or two thirds in: off any grain
+    if (split > 0) kernel(a, 0, split);
+    kernel(a, split, c.n);
+    compare(y, name);
   }
 }
 

@@ -88,50 +88,21 @@ void gemv_block(const LinearArgs& a, int64_t i0, int64_t j) {
   }
 }
 
-// Rows of w per block: M * R accumulators plus R weight vectors within 16 registers.
-template <int M>
-constexpr int gemv_rows() {
-  return M <= 2 ? 4 : (M <= 6 ? 2 : 1);
-}
-
-template <class W, int M>
-void gemv_rows_of_x(const LinearArgs& a, int64_t i0, int64_t n_begin, int64_t n_end) {
-  constexpr int R = gemv_rows<M>();
-  int64_t j = n_begin;
-  for (; j + R <= n_end; j += R) gemv_block<W, M, R>(a, i0, j);
-  for (; j < n_end; ++j) gemv_block<W, M, 1>(a, i0, j);
+// One block of R = 4 rows of w against all m rows of x, two rows of x at a time (8
+// accumulators, 4 weight vectors, 1 x vector of the 16 registers); the block comes from
+// DRAM for the first pair and from L1/L2 for the rest, as in linear_avx512.cc.
+template <class W, int R>
+void gemv_column_block(const LinearArgs& a, int64_t j) {
+  int64_t i0 = 0;
+  for (; i0 + 2 <= a.m; i0 += 2) gemv_block<W, 2, R>(a, i0, j);
+  if (i0 < a.m) gemv_block<W, 1, R>(a, i0, j);
 }
 
 template <class W>
 void gemv(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
-  for (int64_t i0 = 0; i0 < a.m; i0 += 8) {
-    switch (std::min<int64_t>(8, a.m - i0)) {
-      case 1:
-        gemv_rows_of_x<W, 1>(a, i0, n_begin, n_end);
-        break;
-      case 2:
-        gemv_rows_of_x<W, 2>(a, i0, n_begin, n_end);
-        break;
-      case 3:
-        gemv_rows_of_x<W, 3>(a, i0, n_begin, n_end);
-        break;
-      case 4:
-        gemv_rows_of_x<W, 4>(a, i0, n_begin, n_end);
-        break;
-      case 5:
-        gemv_rows_of_x<W, 5>(a, i0, n_begin, n_end);
-        break;
-      case 6:
-        gemv_rows_of_x<W, 6>(a, i0, n_begin, n_end);
-        break;
-      case 7:
-        gemv_rows_of_x<W, 7>(a, i0, n_begin, n_end);
-        break;
-      default:
-        gemv_rows_of_x<W, 8>(a, i0, n_begin, n_end);
-        break;
-    }
-  }
+  int64_t j = n_begin;
+  for (; j + 4 <= n_end; j += 4) gemv_column_block<W, 4>(a, j);
+  for (; j < n_end; ++j) gemv_column_block<W, 1>(a, j);
 }
 
 // ---- GEMM: f32 panels [kc][NR] of w, MR x NR register tiles (see linear_avx512.cc) -----

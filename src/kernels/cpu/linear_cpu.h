@@ -24,16 +24,19 @@ struct LinearArgs {
   float* y;
 };
 
-// Below this many rows of x the weights are streamed once through a GEMV; from it on they
-// are converted to f32 panels and multiplied by a register-tiled GEMM (see docs/kernels.md).
-constexpr int64_t kGemmMinRows = 9;
+// Below these many rows of x the weights are streamed once through a GEMV; from them on
+// they are converted to f32 panels and multiplied by a register-tiled GEMM. Measured on the
+// Qwen2.5-0.5B matmuls (docs/kernels.md): the AVX-512 GEMV still beat the GEMM at m = 64,
+// the AVX2 GEMV won at m = 32 and lost at 64.
+constexpr int64_t kGemmMinRowsAvx512 = 65;
+constexpr int64_t kGemmMinRowsAvx2 = 48;
 
 // Column blocks handed to one thread should be multiples of this, so that GEMM panels are
 // never split between threads (a split would still be correct, only slower).
 constexpr int64_t kColumnGrain = 32;
 
-// Both compute y[:, n_begin:n_end]. gemv is meant for m < kGemmMinRows (it works for any
-// m), gemm for larger m.
+// Both compute y[:, n_begin:n_end] for any m and any column range; they differ only in
+// speed (gemv below kGemmMinRows*, gemm from it on).
 void linear_gemv_avx512(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 void linear_gemm_avx512(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 void linear_gemv_avx2(const LinearArgs& a, int64_t n_begin, int64_t n_end);
