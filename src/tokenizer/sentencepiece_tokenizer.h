@@ -42,10 +42,6 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string id_to_piece(int32_t id) const override;
   int32_t piece_to_id(std::string_view piece) const override;
 
-  bool add_bos() const { return add_bos_; }
-  bool add_eos() const { return add_eos_; }
-  int32_t unk_id() const { return unk_id_; }
-
  private:
   struct StringHash {
     using is_transparent = void;
