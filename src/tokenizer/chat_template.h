@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -33,7 +34,8 @@ class ChatTemplate {
   // Renders with the context apply_chat_template builds: `messages`, `tools` (None unless
   // extra_context has it), `documents` (None), `add_generation_prompt`, bos_token and
   // eos_token when known, then every key of `extra_context` (e.g. enable_thinking,
-  // date_string, tools). Key order of JSON objects is kept: `tojson` prints it.
+  // date_string, tools). Key order of JSON objects is kept: `tojson` prints it. A plain
+  // nlohmann::json converts implicitly, but its objects arrive with keys sorted.
   Result<std::string> render(
       const nlohmann::ordered_json& messages, bool add_generation_prompt,
       const nlohmann::ordered_json& extra_context = nlohmann::ordered_json::object()) const;
