@@ -72,6 +72,13 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor
     return ok_status();
   }
   const kernels::cpu::LinearArgs args{x, m, k, w.data, w.dtype, n, bias, y};
+  // Below ~32K multiply-adds (a few microseconds) waking the other threads costs more than it
+  // saves: tiny models (stories260K) decode several times faster inline.
+  constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
+  if (m * n * k < kMinParallelMacs) {
+    kernel(args, 0, n);
+    return ok_status();
+  }
   // Whole GEMM panels per thread; for the GEMV a 16-column grain keeps two threads off the
   // same 64-byte line of y.
   const int64_t grain = use_gemm(isa, m) ? kernels::cpu::kColumnGrain : 16;
