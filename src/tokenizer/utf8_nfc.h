@@ -1,6 +1,6 @@
 // tokenizer: Unicode Normalization Form C (canonical decomposition, canonical ordering,
 // canonical composition; UAX #15), which HF's NFC normalizer and Qwen2Tokenizer apply before
-// tokenizing. Tables come from utf8_nfc_gen.py (Python's unicodedata, Unicode 14).
+// tokenizing. Tables come from scripts/gen_utf8_nfc_tables.py (Python's unicodedata, Unicode 14).
 #pragma once
 
 #include <string>

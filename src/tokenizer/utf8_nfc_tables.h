@@ -1,5 +1,5 @@
 // tokenizer: the Unicode data behind NFC (utf8_nfc.h), generated into utf8_nfc_tables.cc by
-// utf8_nfc_gen.py. Every table is sorted by its first field(s) for binary search.
+// scripts/gen_utf8_nfc_tables.py. Every table is sorted by its first field(s) for binary search.
 #pragma once
 
 #include <cstddef>
