@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 
 scripts/setup.sh --all
+# House style: the tree is clang-format clean (.clang-format, clang-format 14 from Debian).
+git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 # Release flags (no -g) keep this build quick; sanitizer reports still name functions.
