@@ -15,9 +15,8 @@
 #include "apps/flags.h"
 #include "engine/kv_cache.h"
 #include "io/checkpoint.h"
-#include "kernels/cpu/bandwidth.h"
-#include "kernels/cpu/isa.h"
 #include "models/model.h"
+#include "ops/platform.h"
 
 namespace qs::apps {
 namespace {
@@ -120,7 +119,7 @@ Status bench_latency(const Flags& flags) {
   std::fprintf(stderr,
                "bench: loaded %s (%s) in %.2f s; kernels: %s; weight bytes/token %.1f MiB\n",
                dir.c_str(), cfg.architecture.c_str(), now_seconds() - t_load,
-               kernels::isa_name(kernels::active_isa()), bytes_per_token / 1048576.0);
+               ops::active_kernel_isa(), bytes_per_token / 1048576.0);
 
   int64_t max_tokens = 0;
   for (int n : input_lens) max_tokens = std::max<int64_t>(max_tokens, n);
@@ -163,18 +162,16 @@ Status bench_latency(const Flags& flags) {
       // Warm-up: pages the weights in and settles the thread pool.
       QS_RETURN_IF_ERROR(
           run_once(*model, kv, pool, random_tokens(std::min(test.n, 16)), test.prefill).status());
-      const double bw_before = roofline && !test.prefill
-                                   ? kernels::measure_read_bandwidth_gbs(pool, size_t{1} << 29, 3)
-                                   : 0;
+      const double bw_before =
+          roofline && !test.prefill ? ops::measure_read_bandwidth_gbs(pool, size_t{1} << 29, 3) : 0;
       std::vector<double> tps;
       for (int64_t r = 0; r < reps; ++r) {
         QS_ASSIGN_OR_RETURN(double dt,
                             run_once(*model, kv, pool, random_tokens(test.n), test.prefill));
         tps.push_back(test.n / dt);
       }
-      const double bw_after = roofline && !test.prefill
-                                  ? kernels::measure_read_bandwidth_gbs(pool, size_t{1} << 29, 3)
-                                  : 0;
+      const double bw_after =
+          roofline && !test.prefill ? ops::measure_read_bandwidth_gbs(pool, size_t{1} << 29, 3) : 0;
       const Stats s = mean_sd(tps);
       nlohmann::json r = {{"model", dir},
                           {"architecture", cfg.architecture},
@@ -186,7 +183,7 @@ Status bench_latency(const Flags& flags) {
                           {"tokens_per_second_sd", s.sd},
                           {"samples_tokens_per_second", tps},
                           {"weight_bytes_per_token", bytes_per_token},
-                          {"isa", kernels::isa_name(kernels::active_isa())}};
+                          {"isa", ops::active_kernel_isa()}};
       std::string roof = "";
       if (roofline && !test.prefill) {
         const double bw = 0.5 * (bw_before + bw_after);

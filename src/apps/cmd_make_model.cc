@@ -9,9 +9,9 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
-#include "apps/model_presets.h"
 #include "io/checkpoint.h"
 #include "models/model_config.h"
+#include "models/model_presets.h"
 
 namespace qs::apps {
 namespace {
@@ -80,7 +80,7 @@ Status make_model(const Flags& flags) {
     return invalid_argument("give exactly one of --like NAME or --config FILE");
   }
   if (flags.has("like")) {
-    QS_ASSIGN_OR_RETURN(config, model_preset(flags.get("like")));
+    QS_ASSIGN_OR_RETURN(config, models::model_preset(flags.get("like")));
   } else {
     QS_ASSIGN_OR_RETURN(config, io::read_json(flags.get("config")));
   }
@@ -126,7 +126,7 @@ Status make_model(const Flags& flags) {
 int cmd_make_model(const Args& args) {
   Flags flags;
   std::string presets;
-  for (const auto& n : model_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
+  for (const auto& n : models::model_preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   flags.add("like", "model whose shapes to copy: " + presets)
       .add("config", "a config.json to use instead of a preset")
       .add("out", "output directory")

@@ -1,7 +1,8 @@
-// apps: preset table for make-model. Shapes from the published config.json of each model.
-#include "apps/model_presets.h"
+// models: preset table for make-model and tests. Shapes from the published config.json of each
+// model.
+#include "models/model_presets.h"
 
-namespace qs::apps {
+namespace qs::models {
 namespace {
 
 struct Preset {
@@ -67,4 +68,4 @@ std::vector<std::string> model_preset_names() {
   return names;
 }
 
-}  // namespace qs::apps
+}  // namespace qs::models

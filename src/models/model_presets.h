@@ -1,4 +1,4 @@
-// apps: config.json bodies of well-known open models, so that `make-model --like NAME` writes
+// models: config.json bodies of well-known open models, so that `make-model --like NAME` writes
 // random-weight checkpoints at their real shapes (values copied from the models' published
 // config.json files; only shape-relevant fields are kept).
 #pragma once
@@ -10,10 +10,10 @@
 
 #include "core/status.h"
 
-namespace qs::apps {
+namespace qs::models {
 
 // The config.json of preset `name` (e.g. "qwen2.5-0.5b"); error lists the known names.
 Result<nlohmann::json> model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 
-}  // namespace qs::apps
+}  // namespace qs::models

@@ -1,0 +1,17 @@
+// ops: platform queries, forwarded to the kernels layer.
+#include "ops/platform.h"
+
+#include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/isa.h"
+
+namespace qs::ops {
+
+const char* active_kernel_isa() {
+  return kernels::isa_name(kernels::active_isa());
+}
+
+double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int repetitions) {
+  return kernels::measure_read_bandwidth_gbs(pool, bytes, repetitions);
+}
+
+}  // namespace qs::ops

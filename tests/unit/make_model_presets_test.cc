@@ -1,0 +1,51 @@
+// Unit tests for the make-model presets: each preset parses, and the parameter count its tensor
+// list implies equals the count the model's publishers state (HF model cards / safetensors
+// metadata), which checks the presets' shapes and our tensor lists against outside numbers.
+#include "models/model_presets.h"
+
+#include <gtest/gtest.h>
+
+#include "models/model_config.h"
+
+namespace qs::models {
+namespace {
+
+int64_t parameter_count(const std::string& preset) {
+  auto json = model_preset(preset);
+  EXPECT_TRUE(json.ok()) << json.status().to_string();
+  auto config = parse_model_config(*json);
+  EXPECT_TRUE(config.ok()) << config.status().to_string();
+  int64_t n = 0;
+  for (const auto& spec : expected_tensors(*config)) {
+    int64_t e = 1;
+    for (int64_t d : spec.shape) e *= d;
+    n += e;
+  }
+  return n;
+}
+
+TEST(ModelPresets, ParameterCountsMatchPublishedOnes) {
+  EXPECT_EQ(parameter_count("qwen2.5-0.5b"), 494032768);     // Qwen2.5-0.5B: 0.49B
+  EXPECT_EQ(parameter_count("qwen2.5-1.5b"), 1543714304);    // Qwen2.5-1.5B: 1.54B
+  EXPECT_EQ(parameter_count("tinyllama-1.1b"), 1100048384);  // TinyLlama-1.1B
+  EXPECT_EQ(parameter_count("llama-3.2-1b"), 1235814400);    // Llama-3.2-1B: 1.24B
+  EXPECT_EQ(parameter_count("qwen3-0.6b"), 596049920);       // Qwen3-0.6B: 0.6B
+}
+
+TEST(ModelPresets, EveryPresetParses) {
+  for (const auto& name : model_preset_names()) {
+    auto json = model_preset(name);
+    ASSERT_TRUE(json.ok()) << name;
+    auto config = parse_model_config(*json);
+    EXPECT_TRUE(config.ok()) << name << ": " << config.status().to_string();
+  }
+}
+
+TEST(ModelPresets, UnknownNameListsTheKnownOnes) {
+  auto json = model_preset("gpt-5");
+  ASSERT_FALSE(json.ok());
+  EXPECT_NE(json.status().message().find("qwen2.5-0.5b"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace qs::models
