@@ -145,7 +145,10 @@ Status bench_latency(const Flags& flags) {
   };
 
   nlohmann::json results = nlohmann::json::array();
-  std::printf("| model | threads | test | t/s | roofline |\n|---|---:|---|---:|---:|\n");
+  // `--json -` makes stdout pure JSON (as llama-bench -o json); the table then goes to stderr.
+  const bool json_to_stdout = flags.get("json") == "-";
+  FILE* table = json_to_stdout ? stderr : stdout;
+  std::fprintf(table, "| model | threads | test | t/s | roofline |\n|---|---:|---|---:|---:|\n");
   for (int threads : threads_list) {
     ThreadPool pool(threads == 0 ? ThreadPool::default_threads() : threads);
     struct Test {
@@ -196,13 +199,15 @@ Status bench_latency(const Flags& flags) {
         std::snprintf(buf, sizeof(buf), "%.0f%% of %.1f GB/s", 100.0 * achieved / bw, bw);
         roof = buf;
       }
-      std::printf("| %s | %d | %s | %.2f ± %.2f | %s |\n", cfg.architecture.c_str(),
-                  pool.n_threads(), test.name.c_str(), s.mean, s.sd, roof.c_str());
-      std::fflush(stdout);
+      std::fprintf(table, "| %s | %d | %s | %.2f ± %.2f | %s |\n", cfg.architecture.c_str(),
+                   pool.n_threads(), test.name.c_str(), s.mean, s.sd, roof.c_str());
+      std::fflush(table);
       results.push_back(r);
     }
   }
-  if (flags.has("json")) {
+  if (json_to_stdout) {
+    std::printf("%s\n", results.dump(2).c_str());
+  } else if (flags.has("json")) {
     QS_RETURN_IF_ERROR(io::write_json(flags.get("json"), results));
     std::fprintf(stderr, "bench: wrote %s\n", flags.get("json").c_str());
   }
@@ -229,7 +234,7 @@ int cmd_bench(const Args& args) {
       .add("output-len", "tokens to decode, comma-separated (0 skips)", false, "128")
       .add("threads", "thread counts, comma-separated (0 = all cores)", false, "0")
       .add("repetitions", "timed runs per test", false, "5")
-      .add("json", "also write the results as JSON to this file")
+      .add("json", "also write the results as JSON to this file (- = stdout, table to stderr)")
       .add("no-roofline", "skip the bandwidth probes around decode tests", true);
   if (Status s = flags.parse(Args(args.begin() + 1, args.end())); !s.ok()) {
     std::fprintf(stderr, "bench: %s\n\n%s", s.message().c_str(),

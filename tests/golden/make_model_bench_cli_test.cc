@@ -129,6 +129,24 @@ TEST_F(MakeModelBenchCli, BenchLatencyWritesJsonWithTheRoofline) {
   EXPECT_GT(results[1]["roofline_fraction"].get<double>(), 0.0);
 }
 
+TEST_F(MakeModelBenchCli, JsonToStdoutLeavesStdoutPureJson) {
+  ASSERT_EQ(run_cli("make-model --config " + dir_ + "/tiny.json --out " + dir_ + "/m").exit_code,
+            0);
+  const std::string cmd = std::string(QS_BINARY) + " bench latency --model " + dir_ +
+                          "/m --input-len 4 --output-len 2 --threads 1 --repetitions 1 " +
+                          "--no-roofline --json - 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  ASSERT_EQ(pclose(p), 0);
+  const auto results = nlohmann::json::parse(out);  // throws (fails the test) on a table line
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results[1].contains("roofline_fraction"));  // --no-roofline
+}
+
 TEST_F(MakeModelBenchCli, BadInvocationsAreClearErrors) {
   CliResult both = run_cli("make-model --like qwen2.5-0.5b --config " + dir_ + "/tiny.json --out " +
                            dir_ + "/x");
