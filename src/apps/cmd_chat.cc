@@ -162,25 +162,7 @@ int cmd_chat(const Args& args) {
       .add("verbose-prompt", "print each rendered prompt to stderr", true)
       .add("stats", "print tokens and time of each reply to stderr", true);
   add_sampling_flags(flags, kDefaultMaxTokens);
-  Status s = flags.parse(args);
-  if (s.ok() && flags.help_requested()) {
-    std::printf("%s", flags.usage(kUsageName).c_str());
-    return 0;
-  }
-  if (s.ok() && !flags.positionals().empty()) {
-    s = invalid_argument("unexpected argument '" + flags.positionals()[0] + "'");
-  }
-  if (s.ok()) s = check_flag_values(flags);
-  if (!s.ok()) {
-    std::fprintf(stderr, "quantserve chat: %s\n\n%s", s.message().c_str(),
-                 flags.usage(kUsageName).c_str());
-    return 2;
-  }
-  if (s = run(flags); !s.ok()) {
-    std::fprintf(stderr, "quantserve chat: %s\n", s.message().c_str());
-    return 1;
-  }
-  return 0;
+  return run_command(kUsageName, flags, args, check_flag_values, run);
 }
 
 }  // namespace qs::apps

@@ -86,25 +86,7 @@ int cmd_generate(const Args& args) {
       .add("chat", "wrap the prompt as a user message in the model's chat template", true)
       .add("ignore-eos", "keep generating past EOS", true);
   add_sampling_flags(flags, kDefaultMaxTokens);
-  Status s = flags.parse(args);
-  if (s.ok() && flags.help_requested()) {
-    std::printf("%s", flags.usage(kUsageName).c_str());
-    return 0;
-  }
-  if (s.ok() && !flags.positionals().empty()) {
-    s = invalid_argument("unexpected argument '" + flags.positionals()[0] + "'");
-  }
-  if (s.ok()) s = check_sampling_flag_values(flags);
-  if (!s.ok()) {
-    std::fprintf(stderr, "quantserve generate: %s\n\n%s", s.message().c_str(),
-                 flags.usage(kUsageName).c_str());
-    return 2;
-  }
-  if (s = run(flags); !s.ok()) {
-    std::fprintf(stderr, "quantserve generate: %s\n", s.message().c_str());
-    return 1;
-  }
-  return 0;
+  return run_command(kUsageName, flags, args, check_sampling_flag_values, run);
 }
 
 }  // namespace qs::apps

@@ -2,6 +2,7 @@
 #include "apps/flags.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 namespace qs::apps {
@@ -102,6 +103,30 @@ Result<double> Flags::get_double(const std::string& name) const {
 std::vector<std::string> Flags::get_all(const std::string& name) const {
   auto it = values_.find(name);
   return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+int run_command(const std::string& name, Flags& flags, const Args& args,
+                const std::function<Status(const Flags&)>& check,
+                const std::function<Status(const Flags&)>& run) {
+  Status s = flags.parse(args);
+  if (s.ok() && flags.help_requested()) {
+    std::printf("%s", flags.usage(name).c_str());
+    return 0;
+  }
+  if (s.ok() && !flags.positionals().empty()) {
+    s = invalid_argument("unexpected argument '" + flags.positionals()[0] + "'");
+  }
+  if (s.ok()) s = check(flags);
+  if (!s.ok()) {
+    std::fprintf(stderr, "quantserve %s: %s\n\n%s", name.c_str(), s.message().c_str(),
+                 flags.usage(name).c_str());
+    return 2;
+  }
+  if (s = run(flags); !s.ok()) {
+    std::fprintf(stderr, "quantserve %s: %s\n", name.c_str(), s.message().c_str());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace qs::apps

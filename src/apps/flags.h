@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -46,5 +47,13 @@ class Flags {
   std::vector<std::string> positionals_;
   bool help_ = false;
 };
+
+// The life of a command: parse `args`; --help prints usage (exit 0); stray positional
+// arguments and failures of `check` (malformed values, found before anything loads) are usage
+// errors (exit 2, with usage); failures of `run` exit 1. Messages go to stderr as
+// "quantserve <name>: ...".
+int run_command(const std::string& name, Flags& flags, const Args& args,
+                const std::function<Status(const Flags&)>& check,
+                const std::function<Status(const Flags&)>& run);
 
 }  // namespace qs::apps

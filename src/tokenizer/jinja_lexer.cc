@@ -6,6 +6,8 @@
 
 #include <cctype>
 
+#include "tokenizer/jinja_strings.h"
+
 namespace qs::jinja {
 namespace {
 
@@ -21,24 +23,6 @@ std::string rstrip_ws(std::string_view s) {
   size_t n = s.size();
   while (n > 0 && is_space(s[n - 1])) --n;
   return std::string(s.substr(0, n));
-}
-
-void append_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
 }
 
 // Decodes a string literal body the way jinja2 does (Python's "unicode-escape"); an

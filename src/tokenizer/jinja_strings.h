@@ -15,6 +15,9 @@ namespace qs::jinja {
 
 std::u32string decode(std::string_view utf8);
 std::string encode(std::u32string_view code_points);
+// Appends one code point as UTF-8. Unlike tok::utf8_append it accepts lone surrogates, as
+// Python strings (and so template literals like "\ud800") may hold them.
+void append_utf8(char32_t cp, std::string& out);
 // str.isspace() of one code point.
 bool py_space(char32_t c);
 
