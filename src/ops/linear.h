@@ -3,13 +3,34 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
+#include "ops/quant_matrix.h"
 
 namespace qs::ops {
+
+// A matmul weight as it stays resident: a dense [n, k] float Tensor (usually a zero-copy view
+// of the checkpoint) or a quantized matrix. Models hold these and never look inside.
+struct LinearWeight {
+  Tensor dense;
+  std::shared_ptr<const QuantMatrix> quant;
+
+  LinearWeight() = default;
+  LinearWeight(Tensor t) : dense(std::move(t)) {}  // NOLINT: dense weights convert implicitly
+  LinearWeight(std::shared_ptr<const QuantMatrix> q) : quant(std::move(q)) {}  // NOLINT
+
+  bool empty() const { return quant == nullptr && dense.empty(); }
+  int64_t rows() const { return quant ? quant->rows() : dense.dim(0); }  // n
+  int64_t cols() const { return quant ? quant->cols() : dense.dim(1); }  // k
+  size_t resident_bytes() const { return quant ? quant->resident_bytes() : dense.nbytes(); }
+  // "bf16 (avx512)", "int4 g128 (avx512-vnni)", ...
+  std::string kernel() const;
+};
 
 // y[i, :] = x[i, :] @ w^T + bias for i in [0, m).
 //   x: [m, k] f32, w: [n, k] (F32, F16 or BF16, as nn.Linear stores it), bias: [n] f32 or
@@ -17,9 +38,15 @@ namespace qs::ops {
 Status linear(const float* x, int64_t m, const Tensor& w, const float* bias, float* y,
               ThreadPool& pool);
 
+// The same for any resident weight: dense, int-packed, or dequantized fallback.
+Status linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y,
+              ThreadPool& pool);
+
 // The same with the kernel ISA named instead of kernels::active_isa(), so that tests and
 // benchmarks can compare every variant in one process. Fails if this CPU lacks `isa`.
 Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor& w,
+                       const float* bias, float* y, ThreadPool& pool);
+Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const LinearWeight& w,
                        const float* bias, float* y, ThreadPool& pool);
 
 }  // namespace qs::ops

@@ -1,0 +1,79 @@
+// kernels: the resident layout of a quantized linear weight, shared by the scalar reference
+// (ref/qlinear_ref.h) and the SIMD kernels (cpu/qlinear_cpu.h), and of the int8 activations
+// they multiply it with. The weights are repacked into it once at load (qmatrix_pack); every
+// call quantizes its activations once (quantize_acts) and then streams the weights.
+//
+// Weights, W[n, k] = scale[j, g] * (u[j, c] - zero[j, g]) with unsigned codes u:
+//   k_pad = k rounded up to 32; blocks of 32 inputs; groups of `group_size` inputs, a
+//   multiple of 32 (the last group may be partial; padding codes are 0 and meet zero
+//   activations). Codes of output column j are contiguous, block after block:
+//     bits 4: 16 bytes per block; byte i holds input 32b+i in its low nibble and
+//             32b+16+i in its high nibble (llama.cpp's Q4_0 order: one AND and one shift
+//             give inputs 0..15 and 16..31);
+//     bits 8: 32 bytes per block, one code per byte.
+//   Any stored width up to 4 bits runs as bits 4 (2- and 3-bit codes fit a nibble); 5..8 as 8.
+//   scales [n, G] f32; zero_terms [n, G] f32 = -scale * zero, or nullptr when every zero is
+//   `uniform_zero` (symmetric checkpoints), which saves their bandwidth.
+//   perm [k] (act-order checkpoints): input c of the repacked matrix is input perm[c] of x,
+//   chosen so that groups are contiguous; nullptr = identity.
+// Activations, per row r of x: 32-wide blocks quantized to int8 with a per-block scale
+//   d = max|x| / 127 (x ~ d * q), plus per group the sum over its inputs of d * q, which the
+//   zero terms multiply: y[r, j] = sum_g scale[j,g] * sum_{b in g} d[r,b] * (u . q)[b]
+//                                + zero_term[j, g] * gsum[r, g].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "formats/quantized_weight.h"
+
+namespace qs::kernels {
+
+constexpr int64_t kQBlock = 32;
+
+struct QMatrixView {
+  int bits = 4;  // 4 or 8: the resident code width
+  int64_t n = 0, k = 0, k_pad = 0;
+  int64_t group_size = 0;  // multiple of kQBlock
+  int64_t n_groups = 0;    // ceil(k / group_size)
+  const uint8_t* codes = nullptr;
+  const float* scales = nullptr;      // [n, n_groups]
+  const float* zero_terms = nullptr;  // [n, n_groups] or nullptr
+  float uniform_zero = 0;             // the zero of every group when zero_terms is null
+  const int32_t* perm = nullptr;      // [k] or nullptr
+
+  int64_t blocks() const { return k_pad / kQBlock; }
+  size_t code_bytes_per_column() const {
+    return static_cast<size_t>(blocks()) * kQBlock * bits / 8;
+  }
+};
+
+// Why the int kernels cannot run `w` ("" when they can): float codes (fp8), more than 8
+// bits, a group size that is not a multiple of 32, act-order groups of unequal sizes.
+std::string qmatrix_unsupported(const formats::QuantizedWeight& w);
+// Bytes qmatrix_pack writes for `w` (codes, scales, zero terms, perm; each 64-byte aligned).
+size_t qmatrix_bytes(const formats::QuantizedWeight& w);
+// Repacks `w` (qmatrix_unsupported(w) empty) into `buf` (qmatrix_bytes(w) bytes, 64-byte
+// aligned) and returns the view of it.
+QMatrixView qmatrix_pack(const formats::QuantizedWeight& w, void* buf);
+
+// Int8 activations of one call, laid out by quantize_acts.
+struct QActsView {
+  int64_t m = 0, k_pad = 0, n_groups = 0, group_size = 0;
+  const int8_t* q = nullptr;    // [m, k_pad], inputs permuted by the weight's perm
+  const float* d = nullptr;     // [m, k_pad / 32] block scales
+  const float* gsum = nullptr;  // [m, n_groups]
+  // Integer sums of q per block, [m, k_pad / 32]; lets kernels that pair u8 with s8 (VNNI,
+  // maddubs) or offset their codes fold the offset out exactly.
+  const int32_t* qsum = nullptr;
+};
+
+// Bytes of the buffers quantize_acts fills for m rows against `w`: q, d, gsum, qsum (each
+// rounded up to 64 bytes). The caller owns and aligns the buffer (64 bytes).
+size_t qacts_bytes(const QMatrixView& w, int64_t m);
+// Quantizes x [m, k] f32 for `w` into `buf` (qacts_bytes(w, m) bytes) and returns the view.
+// Scalar; the per-ISA versions in cpu/qlinear_cpu.h give bit-identical q, d, gsum, qsum.
+QActsView quantize_acts(const QMatrixView& w, const float* x, int64_t m, void* buf);
+
+}  // namespace qs::kernels

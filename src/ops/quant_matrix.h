@@ -1,0 +1,47 @@
+// ops: a quantized linear weight made resident. Built once at load from the formats layer's
+// QuantizedWeight: repacked for the int8-activation kernels (kernels/qmatrix.h) when they can
+// run it, else dequantized to a dense bf16 weight for the dense kernels (the fallback; fp8,
+// odd group sizes). It remembers the checkpoint's scheme and the chosen kernel for `inspect`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "formats/quant_scheme.h"
+#include "formats/quantized_weight.h"
+#include "kernels/qmatrix.h"
+
+namespace qs::ops {
+
+class QuantMatrix {
+ public:
+  // `scheme` is what the checkpoint declared (kept for reports); `w` its unpacked content.
+  static Result<std::shared_ptr<const QuantMatrix>> make(const formats::QuantScheme& scheme,
+                                                         const formats::QuantizedWeight& w);
+
+  int64_t rows() const { return n_; }  // n, output features
+  int64_t cols() const { return k_; }  // k, input features
+  const formats::QuantScheme& scheme() const { return scheme_; }
+  // true: int kernels on view(); false: dense fallback().
+  bool packed() const { return fallback_.empty(); }
+  const kernels::QMatrixView& view() const { return view_; }
+  const Tensor& fallback() const { return fallback_; }
+  // "int4 g128 (avx512-vnni)", "int8 per-channel (avx2)", "dequantized bf16: fp8 has no int
+  // kernel" — what runs it on this CPU and why.
+  std::string kernel() const;
+  size_t resident_bytes() const;
+
+ private:
+  int64_t n_ = 0, k_ = 0;
+  formats::QuantScheme scheme_;
+  kernels::QMatrixView view_;
+  std::shared_ptr<uint8_t[]> storage_;  // 64-byte aligned, holds what view_ points into
+  size_t storage_bytes_ = 0;
+  Tensor fallback_;     // [n, k] bf16 when not packed
+  std::string reason_;  // why not packed
+};
+
+}  // namespace qs::ops
