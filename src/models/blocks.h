@@ -13,15 +13,16 @@
 #include "core/thread_pool.h"
 #include "models/model_config.h"
 #include "ops/attention.h"
+#include "ops/linear.h"
 
 namespace qs::models {
 
 // Biases and norm weights are converted to f32 at load; an empty vector means "none".
 struct AttentionWeights {
-  Tensor wq;                      // [n_heads * head_dim, hidden]
-  Tensor wk;                      // [n_kv_heads * head_dim, hidden]
-  Tensor wv;                      // [n_kv_heads * head_dim, hidden]
-  Tensor wo;                      // [hidden, n_heads * head_dim]
+  ops::LinearWeight wq;           // [n_heads * head_dim, hidden]
+  ops::LinearWeight wk;           // [n_kv_heads * head_dim, hidden]
+  ops::LinearWeight wv;           // [n_kv_heads * head_dim, hidden]
+  ops::LinearWeight wo;           // [hidden, n_heads * head_dim]
   std::vector<float> bq, bk, bv;  // [n_heads * head_dim], [n_kv_heads * head_dim] x2
   std::vector<float> bo;          // [hidden]
   std::vector<float> q_norm;      // [head_dim] (Qwen3)
@@ -30,9 +31,9 @@ struct AttentionWeights {
 };
 
 struct MlpWeights {
-  Tensor gate;                      // [intermediate, hidden]
-  Tensor up;                        // [intermediate, hidden]
-  Tensor down;                      // [hidden, intermediate]
+  ops::LinearWeight gate;           // [intermediate, hidden]
+  ops::LinearWeight up;             // [intermediate, hidden]
+  ops::LinearWeight down;           // [hidden, intermediate]
   std::vector<float> b_gate, b_up;  // [intermediate]
   std::vector<float> b_down;        // [hidden]
 };

@@ -13,9 +13,12 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "formats/quant_scheme.h"
+#include "io/quant_config.h"
 #include "models/blocks.h"
 #include "models/model_config.h"
 #include "ops/attention.h"
+#include "ops/linear.h"
 
 namespace qs::models {
 
@@ -32,15 +35,41 @@ struct ForwardBatch {
   bool all_logits = false;
 };
 
+struct LoadOptions {
+  // vLLM's --quantization: empty = detect; otherwise it must agree with the checkpoint's
+  // quantization_config (io::check_requested_quantization).
+  std::string quantization;
+};
+
+// One matmul of a loaded model, for reports (inspect, bench).
+struct LinearInfo {
+  std::string name;  // "model.layers.0.self_attn.q_proj", "lm_head"
+  const ops::LinearWeight* weight = nullptr;
+  formats::QuantScheme scheme;  // as the checkpoint stores it (kDense: 16-bit)
+  size_t stored_bytes = 0;      // its tensors' bytes in the checkpoint (bias excluded)
+};
+
 class Model {
  public:
   // Reads config.json and the safetensors of `dir`, checks every tensor against
   // expected_tensors() (each missing or misshapen one is named with its file, expected and
   // found shape; unexpected extra tensors are logged as warnings), and keeps matmul weights
   // as zero-copy views of the mapping. Norm weights and biases are converted to f32.
-  static Result<std::unique_ptr<Model>> load(const std::string& dir);
+  // Quantized checkpoints (io/quant_config.h) are detected from their metadata: every linear
+  // is built from its stored layout (formats/layouts.h) into a resident ops::LinearWeight,
+  // after its tensors are checked against the layout; a mismatch names the layer and why.
+  static Result<std::unique_ptr<Model>> load(const std::string& dir,
+                                             const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
+  const io::QuantConfig& quant_config() const { return quant_; }
+  // Every matmul in forward order (q, k, v, o, gate, up, down per layer, then lm_head).
+  std::vector<LinearInfo> linears() const;
+  // Weight bytes one decode step streams: all linears' resident bytes, lm_head included
+  // (also when tied to the embedding), plus norms; not the embedding table.
+  size_t decode_weight_bytes() const;
+  // All resident weight bytes: decode_weight_bytes() plus the embedding table when untied.
+  size_t resident_weight_bytes() const;
 
   // Runs the batch, writing its K/V into `kv` (one entry per layer) and the requested logits
   // into `logits` (resized). Invalid token ids, positions past max_position_embeddings and
@@ -50,11 +79,13 @@ class Model {
 
  private:
   ModelConfig config_;
-  std::vector<float> inv_freq_;  // [head_dim / 2]
-  Tensor embed_;                 // [vocab, hidden]
+  io::QuantConfig quant_;
+  std::vector<LinearInfo> linear_infos_;  // filled at load; `weight` points into layers_
+  std::vector<float> inv_freq_;           // [head_dim / 2]
+  Tensor embed_;                          // [vocab, hidden]
   std::vector<DecoderLayerWeights> layers_;
   std::vector<float> final_norm_;  // [hidden]
-  Tensor lm_head_;                 // [vocab, hidden]; the embedding itself when tied
+  ops::LinearWeight lm_head_;      // [vocab, hidden]; the embedding itself when tied
 };
 
 }  // namespace qs::models

@@ -87,4 +87,22 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor
   return ok_status();
 }
 
+std::string LinearWeight::kernel() const {
+  if (quant) return quant->kernel();
+  return std::string(dtype_name(dense.dtype)) + " (" + kernels::isa_name(kernels::active_isa()) +
+         ")";
+}
+
+Status linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y,
+              ThreadPool& pool) {
+  return linear_with_isa(kernels::active_isa(), x, m, w, bias, y, pool);
+}
+
+Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const LinearWeight& w,
+                       const float* bias, float* y, ThreadPool& pool) {
+  if (w.quant == nullptr) return linear_with_isa(isa, x, m, w.dense, bias, y, pool);
+  // TEMPORARY until helper B lands the int kernels (ops/quant_matrix.cc).
+  return unimplemented("linear: quantized weights are not wired yet");
+}
+
 }  // namespace qs::ops
