@@ -83,7 +83,8 @@ void embed_row(const Tensor& embed, int32_t id, float* out) {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& dir) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOptions& options) {
+  (void)options;  // TEMPORARY: quantization detection lands with the loader
   QS_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
   QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(dir));
   QS_RETURN_IF_ERROR(validate_tensors(ckpt, config));
