@@ -1,0 +1,116 @@
+// models: LinearLoader (see linear_loader.h).
+#include "models/linear_loader.h"
+
+#include "core/log.h"
+#include "formats/layouts.h"
+#include "ops/quant_matrix.h"
+
+namespace qs::models {
+namespace {
+
+using formats::Layout;
+using formats::QuantScheme;
+
+// The tensors `module.<suffix>` of the checkpoint, bias excluded (it stays with the model).
+formats::StoredTensors module_tensors(const io::Checkpoint& ckpt, const std::string& module,
+                                      std::vector<std::string>* names) {
+  formats::StoredTensors stored;
+  const std::string prefix = module + ".";
+  for (const std::string& name : ckpt.names()) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string suffix = name.substr(prefix.size());
+    if (suffix == "bias" || suffix.find('.') != std::string::npos) continue;
+    stored.emplace(suffix, ckpt.get(name).value());
+    names->push_back(name);
+  }
+  return stored;
+}
+
+bool is_16bit(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
+}
+
+}  // namespace
+
+Result<QuantScheme> LinearLoader::stored_scheme(const std::string& module) const {
+  const QuantScheme configured = quant_.scheme_for(module);
+  // Which layouts the stored tensor names can be; the config tells GPTQ from AWQ.
+  auto pick = [&](std::initializer_list<Layout> layouts,
+                  const std::string& what) -> Result<QuantScheme> {
+    for (Layout l : layouts) {
+      if (configured.layout == l) return configured;
+    }
+    for (Layout l : layouts) {
+      // autoround.md §3.6: trust the tensors over the config (a layer the config leaves at
+      // 16 bits may still have been exported quantized), read with the default scheme.
+      if (quant_.default_scheme().layout == l) {
+        QS_LOG_WARN(
+            "%s: %s stores %s although the quantization config leaves it at 16 bits; "
+            "reading it as %s",
+            ckpt_.dir().c_str(), module.c_str(), what.c_str(),
+            quant_.default_scheme().describe().c_str());
+        return quant_.default_scheme();
+      }
+    }
+    return invalid_argument(
+        module + " stores " + what + ", which the checkpoint's quantization config (" +
+        (quant_.quantized() ? quant_.summary() : std::string("none")) + ") cannot describe");
+  };
+  if (ckpt_.has(module + ".qweight")) return pick({Layout::kGptq, Layout::kAwq}, "a qweight");
+  if (ckpt_.has(module + ".weight_packed")) {
+    return pick({Layout::kCtPacked}, "a weight_packed (compressed-tensors pack-quantized)");
+  }
+  const std::string weight = module + ".weight";
+  if (!ckpt_.has(weight)) {
+    return invalid_argument(
+        module + " has no weight: expected " + weight +
+        (configured.quantized() ? " or the tensors of " + configured.describe() : std::string()));
+  }
+  const DType dtype = ckpt_.get(weight).value().dtype;
+  if (is_16bit(dtype)) {
+    if (configured.quantized()) {
+      QS_LOG_WARN(
+          "%s: the quantization config makes %s %s, but it is stored as a %s weight; "
+          "loading it unquantized",
+          ckpt_.dir().c_str(), module.c_str(), configured.describe().c_str(), dtype_name(dtype));
+    }
+    return QuantScheme{};
+  }
+  if (dtype == DType::kF8E4M3) return pick({Layout::kFp8}, "an F8_E4M3 weight");
+  if (dtype == DType::kI8) return pick({Layout::kCtInt}, "an I8 weight");
+  return invalid_argument(ckpt_.file_of(weight) + ": " + weight + " has dtype " +
+                          dtype_name(dtype) + ", which no supported layout stores");
+}
+
+Status LinearLoader::load_one(const std::string& module, int64_t n, int64_t k,
+                              ops::LinearWeight* out, QuantScheme* scheme, size_t* stored_bytes) {
+  QS_ASSIGN_OR_RETURN(*scheme, stored_scheme(module));
+  std::vector<std::string> names;
+  const formats::StoredTensors stored = module_tensors(ckpt_, module, &names);
+  consumed_.insert(names.begin(), names.end());
+  *stored_bytes = 0;
+  if (!scheme->quantized()) {
+    const std::string weight = module + ".weight";
+    QS_ASSIGN_OR_RETURN(Tensor w, ckpt_.get(weight, {n, k}));
+    *stored_bytes = w.nbytes();
+    *out = ops::LinearWeight(std::move(w));
+    return ok_status();
+  }
+  for (const auto& [suffix, t] : stored) *stored_bytes += t.nbytes();
+  QS_ASSIGN_OR_RETURN(formats::QuantizedWeight unpacked,
+                      formats::unpack(module, *scheme, stored, n, k));
+  QS_ASSIGN_OR_RETURN(auto matrix, ops::QuantMatrix::make(*scheme, unpacked));
+  *out = ops::LinearWeight(std::move(matrix));
+  return ok_status();
+}
+
+void LinearLoader::load(const std::string& module, int64_t n, int64_t k, ops::LinearWeight* out,
+                        QuantScheme* scheme, size_t* stored_bytes) {
+  Status s = load_one(module, n, k, out, scheme, stored_bytes);
+  if (!s.ok()) {
+    problems_.push_back(s.message());
+    *out = ops::LinearWeight();
+  }
+}
+
+}  // namespace qs::models

@@ -1,0 +1,49 @@
+// models: builds a model's matmul weights from a checkpoint. For each linear module it decides
+// from the tensors actually stored (qweight, weight_packed, an fp8 or int8 weight, or a 16-bit
+// weight) together with the detected quantization config which layout to read, checks the
+// tensors against that layout (formats/layouts.h), unpacks and makes them resident
+// (ops::QuantMatrix). 16-bit weights stay zero-copy views of the mapping. Problems are
+// collected so that a broken checkpoint is reported in one go, each naming its layer.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "formats/quant_scheme.h"
+#include "io/checkpoint.h"
+#include "io/quant_config.h"
+#include "ops/linear.h"
+
+namespace qs::models {
+
+class LinearLoader {
+ public:
+  LinearLoader(const io::Checkpoint& ckpt, const io::QuantConfig& quant)
+      : ckpt_(ckpt), quant_(quant) {}
+
+  // Loads module `module` ("model.layers.0.self_attn.q_proj", "lm_head") as W[n, k] into
+  // `out`, with the scheme it is stored in and its stored bytes. On failure records the
+  // problem (see problems()) and leaves `out` empty.
+  void load(const std::string& module, int64_t n, int64_t k, ops::LinearWeight* out,
+            formats::QuantScheme* scheme, size_t* stored_bytes);
+
+  const std::vector<std::string>& problems() const { return problems_; }
+  // Checkpoint tensors consumed so far (for the unexpected-tensor warning).
+  const std::set<std::string>& consumed() const { return consumed_; }
+
+ private:
+  // The scheme the stored tensors of `module` are in, or an error naming what is there.
+  Result<formats::QuantScheme> stored_scheme(const std::string& module) const;
+  Status load_one(const std::string& module, int64_t n, int64_t k, ops::LinearWeight* out,
+                  formats::QuantScheme* scheme, size_t* stored_bytes);
+
+  const io::Checkpoint& ckpt_;
+  const io::QuantConfig& quant_;
+  std::vector<std::string> problems_;
+  std::set<std::string> consumed_;
+};
+
+}  // namespace qs::models
