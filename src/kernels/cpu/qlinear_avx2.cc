@@ -1,0 +1,379 @@
+// kernels/cpu: AVX2 (+FMA, F16C; no VNNI, no AVX-512) quantized linear kernels over the
+// resident layout of kernels/qmatrix.h: unsigned int4/int8 codes times int8 activations,
+// integer dot products per 32-input block, scaled and summed in f32. The GEMV streams each
+// column's codes once for all rows; the GEMM reuses a small column tile over row tiles.
+// Compiled with -mavx2 -mfma -mf16c (file suffix _avx2.cc); no allocation.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "kernels/cpu/qlinear_cpu.h"
+
+namespace qs::kernels::cpu {
+namespace {
+
+// ---- block pairs ----------------------------------------------------------------------
+// The kernels work on pairs of 32-input blocks (A = 2p, B = 2p + 1): one integer dot product
+// yields an i32x8 whose lanes each hold a partial sum of A or of B, so one conversion and
+// one FMA (by a vector of the two blocks' scales) serve 64 inputs. Which lanes hold A is
+// the width's pair_lanes() pattern (1 = B). A group or row ending on an odd block finishes
+// with a single block whose 8 lanes all belong to it.
+
+// int4: 16 code bytes per block, byte i = input i (low nibble) and 16 + i (high nibble).
+// The 32 bytes of a pair are {A 0..15 | B 0..15} in the low nibbles and {A 16..31 | B
+// 16..31} in the high ones, so the activations are regrouped to match (two lane permutes,
+// shared by every column of a tile). maddubs pairs u8 codes with s8 activations and cannot
+// saturate: 2 * 15 * 127 = 3810, and the two halves added still fit i16 (7620 < 32767).
+struct Int4 {
+  static constexpr int64_t kBlockBytes = 16;
+  static __m256i pair_lanes() { return _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1); }
+
+  struct Codes {
+    __m256i lo, hi;
+  };
+  struct Acts {
+    __m256i lo, hi;
+  };
+
+  static Codes codes_pair(const uint8_t* p) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+    return {_mm256_and_si256(v, mask), _mm256_and_si256(_mm256_srli_epi16(v, 4), mask)};
+  }
+  static Acts acts_pair(const int8_t* q) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + kQBlock));
+    return {_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31)};
+  }
+  static __m256i dot_pair(const Codes& c, const Acts& a) {
+    const __m256i s16 =
+        _mm256_add_epi16(_mm256_maddubs_epi16(c.lo, a.lo), _mm256_maddubs_epi16(c.hi, a.hi));
+    return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+  }
+  // One block: its 16 bytes unpacked to the 32 codes in input order.
+  static __m256i dot_single(const uint8_t* p, const int8_t* q) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m256i u =
+        _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), mask), _mm_and_si128(v, mask));
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
+  }
+};
+
+// int8: 32 code bytes per block in input order. Codes reach 255, so maddubs (u8 x s8 pairs
+// summed into i16) could saturate (2 * 255 * 127 > 32767). Both operands are widened to i16
+// instead (vpmovzxbw / vpmovsxbw) and multiplied with vpmaddwd, which is exact. The other
+// way, codes - 128 with the vpsignb trick and 128 * gsum folded into the zero term, spends
+// the same number of instructions per column (xor, abs, sign, maddubs, madd against two
+// widenings and two madds) but cannot share any of them between columns, while the widened
+// activations here are shared by the whole column tile; decode is bound by memory either way.
+struct Int8 {
+  static constexpr int64_t kBlockBytes = 32;
+  static __m256i pair_lanes() { return _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1); }
+
+  struct Codes {
+    __m256i a0, a1, b0, b1;  // i16: inputs 0..15 and 16..31 of A, then of B
+  };
+  using Acts = Codes;
+
+  static __m256i widen_u(const uint8_t* p) {
+    return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static __m256i widen_s(const int8_t* p) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static Codes codes_pair(const uint8_t* p) {
+    return {widen_u(p), widen_u(p + 16), widen_u(p + 32), widen_u(p + 48)};
+  }
+  static Acts acts_pair(const int8_t* q) {
+    return {widen_s(q), widen_s(q + 16), widen_s(q + 32), widen_s(q + 48)};
+  }
+  // Block sums sa, sb (8 lanes each) interleaved by 64-bit halves: lanes {A, A, B, B, ...}.
+  static __m256i dot_pair(const Codes& c, const Acts& a) {
+    const __m256i sa =
+        _mm256_add_epi32(_mm256_madd_epi16(c.a0, a.a0), _mm256_madd_epi16(c.a1, a.a1));
+    const __m256i sb =
+        _mm256_add_epi32(_mm256_madd_epi16(c.b0, a.b0), _mm256_madd_epi16(c.b1, a.b1));
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(sa, sb), _mm256_unpackhi_epi64(sa, sb));
+  }
+  static __m256i dot_single(const uint8_t* p, const int8_t* q) {
+    return _mm256_add_epi32(_mm256_madd_epi16(widen_u(p), widen_s(q)),
+                            _mm256_madd_epi16(widen_u(p + 16), widen_s(q + 16)));
+  }
+};
+
+// v[0] in the lanes of block A, v[1] in those of B (the width's pair_lanes pattern).
+template <class W>
+__m256 pair_scales(const float* v) {
+  const __m128 two = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v)));
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two), W::pair_lanes());
+}
+
+float reduce_add(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// sum_g a[g] * b[g] over n values.
+float dot_f32(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  float s = reduce_add(acc);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// ---- the tile kernel ------------------------------------------------------------------
+// y[i0 + r, j0 + c] for r < MR, c < NC: each pair's codes are unpacked once per column and
+// used for the MR rows, each pair's activations once per row and used for the NC columns.
+// acc[r][c] += f32(dot) * (d[r, pair] * scale[c, g]); the zero terms, sum_g zero_term[c, g]
+// * gsum[r, g], are a short dot product per output added at the end with the bias.
+template <class W, int MR, int NC>
+void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
+  const QMatrixView& w = *args.w;
+  const QActsView& x = *args.a;
+  const int64_t n_blocks = w.blocks(), n_groups = w.n_groups;
+  const int64_t blocks_per_group = w.group_size / kQBlock;
+  const uint8_t* codes[NC];
+  const float* scales[NC];
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) {
+    codes[c] = w.codes + (j0 + c) * w.code_bytes_per_column();
+    scales[c] = w.scales + (j0 + c) * n_groups;
+  }
+  const int8_t* q[MR];
+  const float* d[MR];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    q[r] = x.q + (i0 + r) * x.k_pad;
+    d[r] = x.d + (i0 + r) * (x.k_pad / kQBlock);
+  }
+  __m256 acc[MR][NC];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) acc[r][c] = _mm256_setzero_ps();
+
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const int64_t b_end = std::min(n_blocks, (g + 1) * blocks_per_group);
+    __m256 s[NC];
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) s[c] = _mm256_broadcast_ss(scales[c] + g);
+    int64_t b = g * blocks_per_group;
+    for (; b + 2 <= b_end; b += 2) {
+      typename W::Acts a[MR];
+      __m256 dv[MR];
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        a[r] = W::acts_pair(q[r] + b * kQBlock);
+        dv[r] = pair_scales<W>(d[r] + b);
+      }
+#pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) {
+        const typename W::Codes u = W::codes_pair(codes[c] + b * W::kBlockBytes);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          const __m256 dot = _mm256_cvtepi32_ps(W::dot_pair(u, a[r]));
+          acc[r][c] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dv[r], s[c]), acc[r][c]);
+        }
+      }
+    }
+    if (b < b_end) {
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const __m256 dv = _mm256_broadcast_ss(d[r] + b);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; ++c) {
+          const __m256 dot =
+              _mm256_cvtepi32_ps(W::dot_single(codes[c] + b * W::kBlockBytes, q[r] + b * kQBlock));
+          acc[r][c] = _mm256_fmadd_ps(dot, _mm256_mul_ps(dv, s[c]), acc[r][c]);
+        }
+      }
+    }
+  }
+
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    const float* gsum = x.gsum + (i0 + r) * n_groups;
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) {
+      const int64_t j = j0 + c;
+      float v = reduce_add(acc[r][c]);
+      if (w.zero_terms != nullptr) {
+        v += dot_f32(w.zero_terms + j * n_groups, gsum, n_groups);
+      } else if (w.uniform_zero != 0.0f) {
+        v -= w.uniform_zero * dot_f32(scales[c], gsum, n_groups);
+      }
+      if (args.bias != nullptr) v += args.bias[j];
+      args.y[(i0 + r) * w.n + j] = v;
+    }
+  }
+}
+
+// GEMV: a tile of 4 columns at a time, all rows one after the other; the tile's codes come
+// from DRAM for the first row and from L1 for the others (4 columns of k / 2 bytes).
+constexpr int kGemvCols = 4;
+
+template <class W>
+void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  const int64_t m = args.a->m;
+  int64_t j = n_begin;
+  for (; j + kGemvCols <= n_end; j += kGemvCols)
+    for (int64_t i = 0; i < m; ++i) tile<W, 1, kGemvCols>(args, i, j);
+  for (; j < n_end; ++j)
+    for (int64_t i = 0; i < m; ++i) tile<W, 1, 1>(args, i, j);
+}
+
+// GEMM: a 2 x 4 register tile (8 accumulators; each unpacked code pair serves two rows),
+// column tiles outermost so that a tile's codes stay in L1 while every row tile passes.
+constexpr int kGemmRows = 2;
+constexpr int kGemmCols = 4;
+
+template <class W>
+void gemm(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  const int64_t m = args.a->m;
+  int64_t j = n_begin;
+  for (; j + kGemmCols <= n_end; j += kGemmCols) {
+    int64_t i = 0;
+    for (; i + kGemmRows <= m; i += kGemmRows) tile<W, kGemmRows, kGemmCols>(args, i, j);
+    for (; i < m; ++i) tile<W, 1, kGemmCols>(args, i, j);
+  }
+  for (; j < n_end; ++j) {
+    int64_t i = 0;
+    for (; i + kGemmRows <= m; i += kGemmRows) tile<W, kGemmRows, 1>(args, i, j);
+    for (; i < m; ++i) tile<W, 1, 1>(args, i, j);
+  }
+}
+
+// ---- activations ----------------------------------------------------------------------
+// quantize_acts (kernels/qmatrix.cc) with 8-lane vectors, bit for bit: the same amax (max is
+// exact and order-free; vmaxps with the new value first drops NaN as std::max does), the same
+// id = 127 / amax and product x * id, rounded by vcvtps2dq (round-half-even, as lrintf under
+// the default rounding mode), then truncated to the low byte as the scalar int8 cast does
+// (NaN and overflow give 0x80000000 in both, low byte 0).
+
+constexpr size_t kAlign = 64;
+
+size_t round_up(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
+
+// The 32 inputs of block b of row xr, permuted, zero past k.
+void load_block(const QMatrixView& w, const float* xr, int64_t b, __m256 v[4]) {
+  const int64_t c0 = b * kQBlock;
+  if (c0 + kQBlock <= w.k) {
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {
+      v[t] = w.perm != nullptr
+                 ? _mm256_i32gather_ps(
+                       xr,
+                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.perm + c0 + 8 * t)), 4)
+                 : _mm256_loadu_ps(xr + c0 + 8 * t);
+    }
+    return;
+  }
+  alignas(32) float tail[kQBlock];
+  for (int64_t i = 0; i < kQBlock; ++i) {
+    const int64_t c = c0 + i;
+    tail[i] = c < w.k ? xr[w.perm != nullptr ? w.perm[c] : c] : 0.0f;
+  }
+  for (int t = 0; t < 4; ++t) v[t] = _mm256_load_ps(tail + 8 * t);
+}
+
+float reduce_max(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+int32_t reduce_add_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+}  // namespace
+
+void qlinear_gemv_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  QS_CHECK(args.w->bits == 4 || args.w->bits == 8);
+  if (args.w->bits == 4) return gemv<Int4>(args, n_begin, n_end);
+  gemv<Int8>(args, n_begin, n_end);
+}
+
+void qlinear_gemm_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  QS_CHECK(args.w->bits == 4 || args.w->bits == 8);
+  if (args.w->bits == 4) return gemm<Int4>(args, n_begin, n_end);
+  gemm<Int8>(args, n_begin, n_end);
+}
+
+QActsView quantize_acts_avx2(const QMatrixView& w, const float* x, int64_t m, void* buf) {
+  const int64_t nb = w.blocks();
+  auto* base = static_cast<uint8_t*>(buf);
+  QActsView a;
+  a.m = m;
+  a.k_pad = w.k_pad;
+  a.n_groups = w.n_groups;
+  a.group_size = w.group_size;
+  auto* q = reinterpret_cast<int8_t*>(base);
+  base += round_up(static_cast<size_t>(m * w.k_pad), kAlign);
+  auto* d = reinterpret_cast<float*>(base);
+  base += round_up(static_cast<size_t>(m * nb) * sizeof(float), kAlign);
+  auto* gsum = reinterpret_cast<float*>(base);
+  base += round_up(static_cast<size_t>(m * w.n_groups) * sizeof(float), kAlign);
+  auto* qsum = reinterpret_cast<int32_t*>(base);
+  a.q = q;
+  a.d = d;
+  a.gsum = gsum;
+  a.qsum = qsum;
+
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i low_byte = _mm256_set1_epi32(0xFF);
+  const __m256i byte_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const int64_t blocks_per_group = w.group_size / kQBlock;
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * w.k;
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256 v[4];
+      load_block(w, xr, b, v);
+      __m256 vmax = _mm256_setzero_ps();
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) vmax = _mm256_max_ps(_mm256_and_ps(v[t], abs_mask), vmax);
+      const float amax = reduce_max(vmax);
+      const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+      __m256i qi[4];
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t)
+        qi[t] = _mm256_and_si256(_mm256_cvtps_epi32(_mm256_mul_ps(v[t], id)), low_byte);
+      // Bytes 0..255 survive both unsigned packs; the packs interleave 128-bit lanes.
+      const __m256i packed = _mm256_permutevar8x32_epi32(
+          _mm256_packus_epi16(_mm256_packus_epi32(qi[0], qi[1]), _mm256_packus_epi32(qi[2], qi[3])),
+          byte_order);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + r * w.k_pad + b * kQBlock), packed);
+      const __m256i sum16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), packed);
+      qsum[r * nb + b] = reduce_add_i32(_mm256_madd_epi16(sum16, _mm256_set1_epi16(1)));
+      d[r * nb + b] = amax / 127.0f;
+    }
+    // The same sequential f32 sum as the scalar version: gsum must match it bit for bit.
+    for (int64_t g = 0; g < w.n_groups; ++g) {
+      float s = 0.0f;
+      const int64_t b_end = std::min(nb, (g + 1) * blocks_per_group);
+      for (int64_t b = g * blocks_per_group; b < b_end; ++b) {
+        s += d[r * nb + b] * static_cast<float>(qsum[r * nb + b]);
+      }
+      gsum[r * w.n_groups + g] = s;
+    }
+  }
+  return a;
+}
+
+}  // namespace qs::kernels::cpu
