@@ -26,10 +26,15 @@ struct TensorExpect {
   std::vector<int64_t> shape;  // exact; empty vector with scalar_ok = a 0-d or [1] tensor
   bool required = true;
   bool scalar_ok = false;  // shape [] and [1] both accepted (per-tensor scales)
+  std::string why;         // what implies the shape, for messages: "bits=4 and k=896 imply"
 };
 
 struct LayoutDef {
   Layout layout;
+  // Whether this layout can hold W[n, k] under `scheme` at all (bits it stores, group sizes,
+  // packed widths that must be whole int32 words); the error names the limit. check_stored and
+  // pack call it first, so expected/unpack/pack may assume it.
+  Status (*supports)(const QuantScheme& scheme, int64_t n, int64_t k);
   // The tensors `P.<suffix>` of this layout for W[n, k]; `scheme.group_size`, `bits`, `sym`
   // decide the shapes (groups = ceil(k / group)).
   std::vector<TensorExpect> (*expected)(const QuantScheme& scheme, int64_t n, int64_t k);

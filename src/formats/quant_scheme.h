@@ -11,13 +11,14 @@ namespace qs::formats {
 // The stored layouts, one entry each in the formats table (formats/layouts.h).
 enum class Layout : uint8_t {
   kDense,     // not quantized: P.weight [n, k] f32/f16/bf16
-  kGptq,      // P.qweight i32 [ceil(k*b/32), n] packed along k; P.qzeros i32 [G, ceil(n*b/32)]
-              // packed along n; P.scales f16/bf16 [G, n]; P.g_idx i32 [k] optional
+  kGptq,      // P.qweight i32 [k*b/32, n] packed along k; P.qzeros i32 [G, n*b/32] packed
+              // along n (32 | k*b and 32 | n*b); P.scales f16/bf16 [G, n]; P.g_idx i32 [k]
+              // optional
   kAwq,       // P.qweight i32 [k, n*b/32] packed along n in 0,2,4,6,1,3,5,7 order;
               // P.qzeros i32 [G, n*b/32] same order; P.scales [G, n]
-  kCtPacked,  // compressed-tensors pack-quantized: P.weight_packed i32 [n, ceil(k*b/32)] packed
-              // along k, offset binary; P.weight_scale [n, G]; P.weight_zero_point i32
-              // [ceil(n*b/32), G] (asym only); P.weight_g_idx i32 [k] optional;
+  kCtPacked,  // compressed-tensors pack-quantized: P.weight_packed i32 [n, ceil(k/(32/b))]
+              // packed along k, offset binary; P.weight_scale [n, G]; P.weight_zero_point i32
+              // [ceil(n/(32/b)), G] (asym only); P.weight_g_idx i32 [k] optional;
               // P.weight_shape i32/i64 [2] optional
   kCtInt,     // compressed-tensors int-quantized / naive-quantized: P.weight i8 [n, k] signed;
               // P.weight_scale [n, G] (channel: [n, 1]; tensor: [1]); P.weight_zero_point

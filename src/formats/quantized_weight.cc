@@ -1,0 +1,108 @@
+// formats: QuantizedWeight's checks and the reference dequantization (quantized_weight.h).
+// validate() is the last gate between a checkpoint's bytes and the kernels: everything the
+// kernels index with (codes, zeros, g_idx) is range-checked here, once, at load.
+#include "formats/quantized_weight.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/check.h"
+
+namespace qs::formats {
+namespace {
+
+std::string at(int64_t row, int64_t col) {
+  return "[" + std::to_string(row) + ", " + std::to_string(col) + "]";
+}
+
+// e4m3fn has no infinities; its only NaN is S.1111.111 (0x7f / 0xff).
+bool fp8_e4m3_is_nan(uint8_t code) {
+  return (code & 0x7f) == 0x7f;
+}
+
+}  // namespace
+
+Status QuantizedWeight::validate() const {
+  if (n <= 0 || k <= 0) {
+    return data_loss("quantized weight has shape [" + std::to_string(n) + ", " + std::to_string(k) +
+                     "]");
+  }
+  if (bits < 1 || bits > 8) return data_loss("quantized weight has bits=" + std::to_string(bits));
+  if (code_type == CodeType::kFp8E4m3 && bits != 8) {
+    return data_loss("fp8 codes need bits=8, found " + std::to_string(bits));
+  }
+  if (group_size <= 0) {
+    return data_loss("quantized weight has group_size=" + std::to_string(group_size));
+  }
+  const int64_t g = n_groups();
+  if (static_cast<int64_t>(codes.size()) != n * k) {
+    return data_loss("codes hold " + std::to_string(codes.size()) +
+                     " values, expected n*k = " + std::to_string(n * k));
+  }
+  if (static_cast<int64_t>(scales.size()) != n * g || static_cast<int64_t>(zeros.size()) != n * g) {
+    return data_loss("scales/zeros hold " + std::to_string(scales.size()) + "/" +
+                     std::to_string(zeros.size()) +
+                     " values, expected n*groups = " + std::to_string(n * g));
+  }
+  if (!g_idx.empty() && static_cast<int64_t>(g_idx.size()) != k) {
+    return data_loss("g_idx has " + std::to_string(g_idx.size()) +
+                     " entries, expected k = " + std::to_string(k));
+  }
+  for (int64_t c = 0; c < static_cast<int64_t>(g_idx.size()); ++c) {
+    if (g_idx[c] < 0 || g_idx[c] >= g) {
+      return data_loss("g_idx[" + std::to_string(c) + "] = " + std::to_string(g_idx[c]) +
+                       " is outside [0, " + std::to_string(g) + ") (k=" + std::to_string(k) +
+                       ", group_size=" + std::to_string(group_size) + ")");
+    }
+  }
+  if (code_type == CodeType::kUint) {
+    const int32_t levels = 1 << bits;
+    for (int64_t i = 0; i < n * k; ++i) {
+      if (codes[i] >= levels) {
+        return data_loss("code " + at(i / k, i % k) + " = " + std::to_string(codes[i]) +
+                         " does not fit " + std::to_string(bits) + " bits");
+      }
+    }
+    // GPTQ v1 stores zero-1 and adds 1 back unmasked, so 2^bits itself is a legal zero.
+    for (int64_t i = 0; i < n * g; ++i) {
+      if (zeros[i] < 0 || zeros[i] > levels) {
+        return data_loss("zero " + at(i / g, i % g) + " = " + std::to_string(zeros[i]) +
+                         " is outside [0, " + std::to_string(levels) + "]");
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < n * k; ++i) {
+      if (fp8_e4m3_is_nan(codes[i])) return data_loss("fp8 code " + at(i / k, i % k) + " is NaN");
+    }
+    for (int64_t i = 0; i < n * g; ++i) {
+      if (zeros[i] != 0) return data_loss("fp8 weight has a nonzero zero at " + at(i / g, i % g));
+    }
+  }
+  for (int64_t i = 0; i < n * g; ++i) {
+    if (!std::isfinite(scales[i])) {
+      return data_loss("scale " + at(i / g, i % g) + " is " + std::to_string(scales[i]));
+    }
+  }
+  return ok_status();
+}
+
+void dequantize(const QuantizedWeight& w, float* out) {
+  QS_CHECK(w.group_size > 0);
+  const int64_t g = w.n_groups();
+  for (int64_t r = 0; r < w.n; ++r) {
+    const float* scales = w.scales.data() + r * g;
+    const int32_t* zeros = w.zeros.data() + r * g;
+    const uint8_t* codes = w.codes.data() + r * w.k;
+    float* o = out + r * w.k;
+    if (w.code_type == CodeType::kFp8E4m3) {
+      for (int64_t c = 0; c < w.k; ++c) o[c] = scales[w.group_of(c)] * fp8_e4m3_to_f32(codes[c]);
+    } else {
+      for (int64_t c = 0; c < w.k; ++c) {
+        const int32_t gi = w.group_of(c);
+        o[c] = scales[gi] * static_cast<float>(static_cast<int32_t>(codes[c]) - zeros[gi]);
+      }
+    }
+  }
+}
+
+}  // namespace qs::formats
