@@ -1,8 +1,9 @@
 // apps: `quantserve bench latency`, in the spirit of llama-bench: prefill (pp) and decode
 // (tg) tokens/s of one sequence, mean +- sd over repetitions, for each thread count asked.
-// Decode is memory-bound, so every tg result also reports the roofline: weight bytes read per
-// token x tokens/s over the read bandwidth measured right before and right after that test on
-// the same threads (this machine's bandwidth drifts, so a figure from another run means little).
+// Decode is memory-bound, so every tg result also reports the roofline: resident weight bytes
+// read per token (packed, for quantized checkpoints) x tokens/s over the read bandwidth measured
+// right before and right after that test on the same threads (this machine's bandwidth drifts,
+// so a figure from another run means little).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "apps/model_flags.h"
 #include "engine/kv_cache.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
@@ -56,22 +58,6 @@ Result<std::vector<int>> parse_int_list(const std::string& s, const std::string&
   return out;
 }
 
-// Weight bytes one decode step reads: every stored tensor except the embedding table, of
-// which a step reads one row; a tied embedding is read in full as the lm_head.
-Result<uint64_t> weight_bytes_per_token(const std::string& dir, const models::ModelConfig& cfg) {
-  QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(dir));
-  uint64_t total = 0;
-  for (const auto& name : ckpt.names()) {
-    QS_ASSIGN_OR_RETURN(Tensor t, ckpt.get(name));
-    total += t.nbytes();
-  }
-  if (!cfg.tie_word_embeddings && ckpt.has("model.embed_tokens.weight")) {
-    QS_ASSIGN_OR_RETURN(Tensor e, ckpt.get("model.embed_tokens.weight"));
-    total -= e.nbytes();
-  }
-  return total;
-}
-
 // One pp or tg measurement: a fresh sequence, then `n_tokens` new tokens either in one
 // forward (prefill) or one token per forward (decode). Returns seconds.
 Result<double> run_once(const models::Model& model, engine::KvCache& kv, ThreadPool& pool,
@@ -113,13 +99,21 @@ Status bench_latency(const Flags& flags) {
   const bool roofline = !flags.get_bool("no-roofline");
 
   const double t_load = now_seconds();
-  QS_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::Model::load(dir));
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model,
+                      models::Model::load(dir, load_options_from_flags(flags)));
   const models::ModelConfig& cfg = model->config();
-  QS_ASSIGN_OR_RETURN(uint64_t bytes_per_token, weight_bytes_per_token(dir, cfg));
+  // The roofline counts what a decode step really streams: the resident form of every matmul
+  // (packed int codes and scales for quantized layers, lm_head included) and the norms; of the
+  // embedding table a step reads one row.
+  const uint64_t bytes_per_token = model->decode_weight_bytes();
+  const uint64_t resident_bytes = model->resident_weight_bytes();
+  const io::QuantConfig& quant = model->quant_config();
+  const std::string weights = quant.quantized() ? quant.summary() : "unquantized";
   std::fprintf(stderr,
-               "bench: loaded %s (%s) in %.2f s; kernels: %s; weight bytes/token %.1f MiB\n",
-               dir.c_str(), cfg.architecture.c_str(), now_seconds() - t_load,
-               ops::active_kernel_isa(), bytes_per_token / 1048576.0);
+               "bench: loaded %s (%s; %s) in %.2f s; kernels: %s; resident weights %.1f MiB; "
+               "weight bytes/token %.1f MiB\n",
+               dir.c_str(), cfg.architecture.c_str(), weights.c_str(), now_seconds() - t_load,
+               ops::active_kernel_isa(), resident_bytes / 1048576.0, bytes_per_token / 1048576.0);
 
   int64_t max_tokens = 0;
   for (int n : input_lens) max_tokens = std::max<int64_t>(max_tokens, n);
@@ -148,7 +142,9 @@ Status bench_latency(const Flags& flags) {
   // `--json -` makes stdout pure JSON (as llama-bench -o json); the table then goes to stderr.
   const bool json_to_stdout = flags.get("json") == "-";
   FILE* table = json_to_stdout ? stderr : stdout;
-  std::fprintf(table, "| model | threads | test | t/s | roofline |\n|---|---:|---|---:|---:|\n");
+  std::fprintf(table,
+               "| model | resident MiB | threads | test | t/s | roofline |\n"
+               "|---|---:|---:|---|---:|---:|\n");
   for (int threads : threads_list) {
     ThreadPool pool(threads == 0 ? ThreadPool::default_threads() : threads);
     struct Test {
@@ -185,6 +181,9 @@ Status bench_latency(const Flags& flags) {
                           {"tokens_per_second_mean", s.mean},
                           {"tokens_per_second_sd", s.sd},
                           {"samples_tokens_per_second", tps},
+                          {"quantization", quant.method()},
+                          {"weights", weights},
+                          {"resident_weight_bytes", resident_bytes},
                           {"weight_bytes_per_token", bytes_per_token},
                           {"isa", ops::active_kernel_isa()}};
       std::string roof = "";
@@ -199,8 +198,9 @@ Status bench_latency(const Flags& flags) {
         std::snprintf(buf, sizeof(buf), "%.0f%% of %.1f GB/s", 100.0 * achieved / bw, bw);
         roof = buf;
       }
-      std::fprintf(table, "| %s | %d | %s | %.2f ± %.2f | %s |\n", cfg.architecture.c_str(),
-                   pool.n_threads(), test.name.c_str(), s.mean, s.sd, roof.c_str());
+      std::fprintf(table, "| %s | %.1f | %d | %s | %.2f ± %.2f | %s |\n", cfg.architecture.c_str(),
+                   resident_bytes / 1048576.0, pool.n_threads(), test.name.c_str(), s.mean, s.sd,
+                   roof.c_str());
       std::fflush(table);
       results.push_back(r);
     }
@@ -236,6 +236,7 @@ int cmd_bench(const Args& args) {
       .add("repetitions", "timed runs per test", false, "5")
       .add("json", "also write the results as JSON to this file (- = stdout, table to stderr)")
       .add("no-roofline", "skip the bandwidth probes around decode tests", true);
+  add_model_flags(flags);
   if (Status s = flags.parse(Args(args.begin() + 1, args.end())); !s.ok()) {
     std::fprintf(stderr, "bench: %s\n\n%s", s.message().c_str(),
                  flags.usage("bench latency").c_str());

@@ -11,6 +11,7 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
 #include "engine/generator.h"
 #include "io/generation_config.h"
@@ -99,7 +100,7 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
   QS_ASSIGN_OR_RETURN(nlohmann::ordered_json template_kwargs, parse_template_kwargs(flags));
 
-  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir));
+  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
   QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(dir));
   QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));
   QS_ASSIGN_OR_RETURN(tok::ChatTemplate chat_template, tok::ChatTemplate::from_model_dir(dir));
@@ -161,6 +162,7 @@ int cmd_chat(const Args& args) {
            "'{\"enable_thinking\": false}'")
       .add("verbose-prompt", "print each rendered prompt to stderr", true)
       .add("stats", "print tokens and time of each reply to stderr", true);
+  add_model_flags(flags);
   add_sampling_flags(flags, kDefaultMaxTokens);
   return run_command(kUsageName, flags, args, check_flag_values, run);
 }

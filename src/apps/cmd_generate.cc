@@ -8,6 +8,7 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
 #include "engine/generator.h"
 #include "io/generation_config.h"
@@ -31,7 +32,7 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
 
   const auto load_start = std::chrono::steady_clock::now();
-  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir));
+  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
   QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(dir));
   QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));
   const double load_s = seconds_since(load_start);
@@ -85,6 +86,7 @@ int cmd_generate(const Args& args) {
       .add("prompt", "prompt text (empty: generate from BOS)")
       .add("chat", "wrap the prompt as a user message in the model's chat template", true)
       .add("ignore-eos", "keep generating past EOS", true);
+  add_model_flags(flags);
   add_sampling_flags(flags, kDefaultMaxTokens);
   return run_command(kUsageName, flags, args, check_sampling_flag_values, run);
 }

@@ -1,16 +1,75 @@
-// apps: `quantserve inspect DIR [--json]`: what a checkpoint directory holds (architecture,
-// hyper-parameters, tensors, dtypes, bytes), computed by io/checkpoint_summary.
+// apps: `quantserve inspect DIR [--json] [--quantization NAME]`: what a checkpoint directory
+// holds (architecture, hyper-parameters, tensors, dtypes, bytes), computed by
+// io/checkpoint_summary. A quantized checkpoint is also loaded, so that every layer is shown
+// with its stored scheme, the kernel that runs it and its stored/resident/bf16 bytes.
 #include <cstdio>
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "apps/model_flags.h"
+#include "io/checkpoint.h"
 #include "io/checkpoint_summary.h"
+#include "io/quant_config.h"
+#include "models/model.h"
 
 namespace qs::apps {
+namespace {
+
+// Loads the model as `generate` would and describes each of its matmuls.
+Status add_loaded_linears(const std::string& dir, const Flags& flags,
+                          io::CheckpointSummary* summary) {
+  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
+  QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(dir));
+  const std::vector<std::string> names = ckpt.names();  // sorted
+  std::vector<io::LinearReport> reports;
+  for (const models::LinearInfo& info : model->linears()) {
+    io::LinearReport r;
+    r.name = info.name;
+    r.scheme = info.scheme.describe();
+    r.kernel = info.weight->kernel();
+    r.quantized = info.scheme.quantized();
+    r.n = info.weight->rows();
+    r.k = info.weight->cols();
+    r.stored_bytes = info.stored_bytes;
+    r.resident_bytes = info.weight->resident_bytes();
+    // The module's stored tensors are "<name>.<suffix>"; the bias is a parameter of its own.
+    const std::string prefix = info.name + ".";
+    for (auto it = std::lower_bound(names.begin(), names.end(), prefix);
+         it != names.end() && it->compare(0, prefix.size(), prefix) == 0; ++it) {
+      if (it->find('.', prefix.size()) != std::string::npos || *it == prefix + "bias") continue;
+      QS_ASSIGN_OR_RETURN(Tensor t, ckpt.get(*it));
+      r.stored_elements += t.numel();
+    }
+    reports.push_back(std::move(r));
+  }
+  io::set_loaded_linears(summary, std::move(reports), model->resident_weight_bytes());
+  return ok_status();
+}
+
+Status run(const Flags& flags) {
+  const std::string dir = flags.positionals()[0];
+  QS_ASSIGN_OR_RETURN(io::CheckpointSummary summary, io::summarize_checkpoint(dir));
+  if (!summary.quant_method.empty()) {
+    QS_RETURN_IF_ERROR(add_loaded_linears(dir, flags, &summary));
+  } else if (flags.has("quantization")) {
+    // Nothing to load for an unquantized checkpoint, but --quantization still has to agree.
+    QS_RETURN_IF_ERROR(
+        io::check_requested_quantization(io::QuantConfig(), flags.get("quantization")));
+  }
+  if (flags.get_bool("json")) {
+    std::printf("%s\n", io::summary_to_json(summary).dump(2).c_str());
+  } else {
+    std::printf("%s", io::summary_to_text(summary).c_str());
+  }
+  return ok_status();
+}
+
+}  // namespace
 
 int cmd_inspect(const Args& args) {
   Flags flags;
   flags.add("json", "print machine-readable JSON instead of text", /*is_bool=*/true);
+  add_model_flags(flags);
   if (Status s = flags.parse(args); !s.ok()) {
     std::fprintf(stderr, "quantserve inspect: %s\n\n%s", s.message().c_str(),
                  flags.usage("inspect DIR").c_str());
@@ -25,15 +84,9 @@ int cmd_inspect(const Args& args) {
                  flags.usage("inspect DIR").c_str());
     return 2;
   }
-  auto summary = io::summarize_checkpoint(flags.positionals()[0]);
-  if (!summary.ok()) {
-    std::fprintf(stderr, "quantserve inspect: %s\n", summary.status().message().c_str());
+  if (Status s = run(flags); !s.ok()) {
+    std::fprintf(stderr, "quantserve inspect: %s\n", s.message().c_str());
     return 1;
-  }
-  if (flags.get_bool("json")) {
-    std::printf("%s\n", io::summary_to_json(*summary).dump(2).c_str());
-  } else {
-    std::printf("%s", io::summary_to_text(*summary).c_str());
   }
   return 0;
 }

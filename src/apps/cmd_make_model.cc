@@ -1,15 +1,24 @@
 // apps: `quantserve make-model`: writes a random-weight Hugging Face checkpoint at the real
 // shapes of a known model (or of a given config.json), for benchmarks and kernel tests that
 // need realistic sizes but no trained weights. The tensor list comes from the model family's
-// own declaration, so what this writes is exactly what the loader expects.
+// own declaration, so what this writes is exactly what the loader expects. With --quantize
+// the block linears are RTN-quantized and packed into a real AutoRound / GPTQ / AWQ /
+// compressed-tensors checkpoint (lm_head and embeddings stay in the model dtype, as
+// AutoRound leaves them).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
+#include <set>
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "formats/layouts.h"
+#include "formats/rtn.h"
 #include "io/checkpoint.h"
+#include "io/quant_config.h"
+#include "io/quant_export.h"
 #include "models/model_config.h"
 #include "models/model_presets.h"
 
@@ -74,6 +83,79 @@ Tensor random_tensor(const models::TensorSpec& spec, DType dtype, uint64_t seed)
   return t;
 }
 
+// The matmul weights of the tensor list: 2-D "<module>.weight" tensors other than the
+// embedding table (norms are 1-D; the embedding is a lookup, not a matmul).
+bool is_linear_weight(const models::TensorSpec& spec) {
+  const std::string suffix = ".weight";
+  return spec.shape.size() == 2 && spec.name != "model.embed_tokens.weight" &&
+         spec.name.size() > suffix.size() &&
+         spec.name.compare(spec.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string module_of(const models::TensorSpec& spec) {
+  return spec.name.substr(0, spec.name.size() - std::string(".weight").size());
+}
+
+// AutoRound quantizes the linears of the decoder blocks (block_name_to_quantize).
+bool in_quantized_block(const std::string& module) {
+  return module.rfind("model.layers.", 0) == 0;
+}
+
+// What --quantize asks for, once its config has been written and read back.
+struct QuantPlan {
+  io::IntQuantSpec spec;
+  io::ExportFormat format;
+  nlohmann::json config;               // quantization_config as written
+  io::QuantConfig parsed;              // the same, as every reader will detect it
+  std::set<std::string> dense_blocks;  // block linears AutoRound keeps 16-bit (not 32-aligned)
+};
+
+Result<std::optional<QuantPlan>> plan_quantization(const Flags& flags,
+                                                   const std::vector<models::TensorSpec>& specs) {
+  if (!flags.has("quantize")) {
+    if (flags.has("format")) return invalid_argument("--format needs --quantize SCHEME");
+    return std::optional<QuantPlan>();
+  }
+  QuantPlan plan;
+  QS_ASSIGN_OR_RETURN(plan.spec, io::parse_int_quant_spec(flags.get("quantize")));
+  QS_ASSIGN_OR_RETURN(plan.format, io::parse_export_format(flags.get("format")));
+  for (const auto& spec : specs) {
+    if (!is_linear_weight(spec) || !in_quantized_block(module_of(spec))) continue;
+    if (!io::int_packable(spec.shape[0], spec.shape[1])) plan.dense_blocks.insert(module_of(spec));
+  }
+  const std::vector<std::string> dense(plan.dense_blocks.begin(), plan.dense_blocks.end());
+  QS_ASSIGN_OR_RETURN(plan.config, io::make_quantization_config(plan.format, plan.spec, dense));
+  QS_ASSIGN_OR_RETURN(plan.parsed, io::parse_quant_config(plan.config, "quantization_config"));
+  return std::optional<QuantPlan>(std::move(plan));
+}
+
+// `values` [n, k] RTN-quantized under `scheme` and packed in its layout, as the tensors
+// "<module>.<suffix>". The packed form is decoded again and must give back exactly what was
+// quantized: a layout that cannot hold a value (GPTQ v1 has no zero point 0) is an error, not a
+// silently different checkpoint.
+Status quantize_linear(const std::string& module, const formats::QuantScheme& scheme,
+                       io::ExportFormat format, const std::vector<float>& values, int64_t n,
+                       int64_t k, std::vector<std::pair<std::string, Tensor>>* out) {
+  formats::QuantizedWeight w =
+      formats::rtn_quantize(values.data(), n, k, scheme.bits, scheme.group_size, scheme.sym);
+  if (format == io::ExportFormat::kAutoGptq) {
+    // auto_gptq exports carry the trivial g_idx (autoround.md §3.2).
+    w.g_idx.resize(k);
+    for (int64_t c = 0; c < k; ++c) w.g_idx[c] = static_cast<int32_t>(c / w.group_size);
+  }
+  QS_ASSIGN_OR_RETURN(formats::StoredTensors stored,
+                      formats::layout_def(scheme.layout).pack(scheme, w));
+  QS_ASSIGN_OR_RETURN(formats::QuantizedWeight back, formats::unpack(module, scheme, stored, n, k));
+  if (back.codes != w.codes || back.zeros != w.zeros || back.scales != w.scales) {
+    return invalid_argument(module + ": " + io::export_format_name(format) + " (" +
+                            scheme.describe() +
+                            ") cannot store this layer's RTN result exactly (e.g. a zero point "
+                            "of 0 under GPTQ v1's zero-1); choose another --format");
+  }
+  for (auto& [suffix, tensor] : stored) out->emplace_back(module + "." + suffix, std::move(tensor));
+  return ok_status();
+}
+
 Status make_model(const Flags& flags) {
   nlohmann::json config;
   if (flags.has("like") == flags.has("config")) {
@@ -103,11 +185,45 @@ Status make_model(const Flags& flags) {
   std::filesystem::create_directories(out, ec);
   if (ec) return io_error("cannot create " + out + ": " + ec.message());
 
+  const std::vector<models::TensorSpec> specs = models::expected_tensors(parsed);
+  QS_ASSIGN_OR_RETURN(std::optional<QuantPlan> plan, plan_quantization(flags, specs));
   std::vector<std::pair<std::string, Tensor>> tensors;
+  int64_t n_quantized = 0;
+  for (const auto& spec : specs) {
+    // The same random values with or without --quantize: a quantized checkpoint is the RTN
+    // version of the unquantized one of the same seed.
+    Tensor t = random_tensor(spec, dtype, seed);
+    const bool linear = is_linear_weight(spec);
+    const std::string module = linear ? module_of(spec) : "";
+    const bool quantize =
+        plan && linear && in_quantized_block(module) && plan->dense_blocks.count(module) == 0;
+    if (plan && linear) {
+      // What readers will detect must be what is stored, layer by layer.
+      const formats::QuantScheme scheme = plan->parsed.scheme_for(module);
+      if (scheme.quantized() != quantize) {
+        return internal_error("the quantization_config written for " + module + " reads back as " +
+                              scheme.describe() + ", but the layer is " +
+                              (quantize ? "quantized" : "kept 16-bit"));
+      }
+      if (quantize) {
+        QS_RETURN_IF_ERROR(quantize_linear(module, scheme, plan->format, t.to_f32(), spec.shape[0],
+                                           spec.shape[1], &tensors));
+        ++n_quantized;
+        continue;
+      }
+    }
+    tensors.emplace_back(spec.name, std::move(t));
+  }
   uint64_t bytes = 0;
-  for (const auto& spec : models::expected_tensors(parsed)) {
-    tensors.emplace_back(spec.name, random_tensor(spec, dtype, seed));
-    bytes += tensors.back().second.nbytes();
+  for (const auto& [name, t] : tensors) bytes += t.nbytes();
+  if (plan) {
+    // As auto-round: in config.json and, the same dict, in quantization_config.json.
+    config["quantization_config"] = plan->config;
+    QS_RETURN_IF_ERROR(io::write_json(out + "/quantization_config.json", plan->config));
+  } else {
+    // A directory reused for an unquantized model must not keep an older side file, which
+    // detection would read as this checkpoint's quantization.
+    std::filesystem::remove(out + "/quantization_config.json", ec);
   }
   QS_RETURN_IF_ERROR(io::write_json(out + "/config.json", config));
   nlohmann::json gen = {{"_from_model_config", true}};
@@ -116,8 +232,16 @@ Status make_model(const Flags& flags) {
   QS_RETURN_IF_ERROR(io::write_json(out + "/generation_config.json", gen));
   QS_RETURN_IF_ERROR(
       io::write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}}));
-  std::fprintf(stderr, "make-model: wrote %s (%s, %zu tensors, %.1f MiB, random weights)\n",
-               out.c_str(), parsed.architecture.c_str(), tensors.size(), bytes / 1048576.0);
+  std::string quant_note;
+  if (plan) {
+    quant_note = ", " + io::int_quant_spec_name(plan->spec) + " RTN as " +
+                 io::export_format_name(plan->format) + ": " + std::to_string(n_quantized) +
+                 " linears quantized, " + std::to_string(plan->dense_blocks.size()) +
+                 " block linears kept 16-bit (not multiples of 32)";
+  }
+  std::fprintf(stderr, "make-model: wrote %s (%s, %zu tensors, %.1f MiB, random weights%s)\n",
+               out.c_str(), parsed.architecture.c_str(), tensors.size(), bytes / 1048576.0,
+               quant_note.c_str());
   return ok_status();
 }
 
@@ -132,7 +256,14 @@ int cmd_make_model(const Args& args) {
       .add("out", "output directory")
       .add("dtype", "weight dtype: bf16, f16 or f32 (default: the config's torch_dtype)")
       .add("layers", "override num_hidden_layers (smaller checkpoints for quick runs)")
-      .add("seed", "random seed", false, "0");
+      .add("seed", "random seed", false, "0")
+      .add("quantize",
+           "RTN-quantize the block linears: w4g128 (sym), w4g32, w4g128-asym, w8 (per channel), "
+           "w8g128, w3g128, w2g64, ... (w<bits>[g<group>][-asym])")
+      .add("format",
+           "checkpoint format with --quantize: auto_round, auto_gptq, auto_awq or "
+           "compressed-tensors",
+           false, "auto_round");
   if (Status s = flags.parse(args); !s.ok()) {
     std::fprintf(stderr, "make-model: %s\n\n%s", s.message().c_str(),
                  flags.usage("make-model").c_str());

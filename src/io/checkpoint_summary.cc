@@ -1,11 +1,14 @@
 // io: checkpoint summary for `quantserve inspect`.
 #include "io/checkpoint_summary.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <set>
+#include <tuple>
 
 #include "io/checkpoint.h"
+#include "io/quant_config.h"
 
 namespace qs::io {
 namespace {
@@ -72,6 +75,103 @@ void line(std::string* out, const std::string& key, const std::string& value) {
   *out += k + " " + value + "\n";
 }
 
+std::string bytes_text(uint64_t n) {
+  return human_bytes(n) + " (" + std::to_string(n) + " bytes)";
+}
+
+// Layers that differ only in their block index share one row of the text table:
+// "model.layers.*.self_attn.q_proj" when every block is in it, else "model.layers.[0-2,4].x".
+struct LinearGroup {
+  std::string pattern;  // the name with its first ".<digits>." replaced by ".*."
+  std::vector<int64_t> indices;
+  const LinearReport* first = nullptr;
+};
+
+// Splits "model.layers.12.mlp.up_proj" into ("model.layers.", 12, ".mlp.up_proj"); index -1
+// when the name has no numeric component.
+std::tuple<std::string, int64_t, std::string> split_index(const std::string& name) {
+  size_t start = 0;
+  while (start < name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string::npos) break;
+    size_t end = dot + 1;
+    while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end > dot + 1 && end - dot - 1 <= 9 && (end == name.size() || name[end] == '.')) {
+      return {name.substr(0, dot + 1), std::stoll(name.substr(dot + 1, end - dot - 1)),
+              name.substr(end)};
+    }
+    start = dot + 1;
+  }
+  return {name, -1, ""};
+}
+
+// [0,1,2,4,5] -> "0-2,4-5"
+std::string index_ranges(const std::vector<int64_t>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(v[i]);
+    if (j > i) out += "-" + std::to_string(v[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> linear_table(const std::vector<LinearReport>& linears) {
+  std::vector<LinearGroup> groups;
+  std::set<int64_t> all_indices;
+  for (const auto& l : linears) {
+    auto [head, index, tail] = split_index(l.name);
+    const std::string pattern = index < 0 ? l.name : head + "*" + tail;
+    if (index >= 0) all_indices.insert(index);
+    auto same = [&](const LinearGroup& g) {
+      const LinearReport& f = *g.first;
+      return g.pattern == pattern && f.scheme == l.scheme && f.kernel == l.kernel && f.n == l.n &&
+             f.k == l.k && f.stored_bytes == l.stored_bytes && f.resident_bytes == l.resident_bytes;
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), same);
+    if (it == groups.end()) {
+      groups.push_back({pattern, {}, &l});
+      it = groups.end() - 1;
+    }
+    if (index >= 0) it->indices.push_back(index);
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"module", "count", "shape [n, k]", "scheme", "kernel", "stored", "resident", "as bf16"}};
+  for (const auto& g : groups) {
+    std::string name = g.first->name;
+    if (g.indices.size() > 1) {
+      auto [head, index, tail] = split_index(g.first->name);
+      const bool every = g.indices.size() == all_indices.size();
+      name = head + (every ? "*" : "[" + index_ranges(g.indices) + "]") + tail;
+    }
+    const LinearReport& f = *g.first;
+    rows.push_back({name, "x" + std::to_string(std::max<size_t>(1, g.indices.size())),
+                    "[" + std::to_string(f.n) + ", " + std::to_string(f.k) + "]", f.scheme,
+                    f.kernel, human_bytes(f.stored_bytes), human_bytes(f.resident_bytes),
+                    human_bytes(f.bf16_bytes())});
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  }
+  std::vector<std::string> out;
+  for (const auto& r : rows) {
+    std::string text = " ";
+    for (size_t c = 0; c < r.size(); ++c) {
+      std::string cell = r[c];
+      // Byte columns (the last three) align right, as numbers do.
+      const bool right = c + 3 >= r.size();
+      const std::string pad(width[c] - cell.size(), ' ');
+      text += " " + (right ? pad + cell : cell + (c + 1 < r.size() ? pad : ""));
+    }
+    out.push_back(text);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<CheckpointSummary> summarize_checkpoint(const std::string& dir) {
@@ -108,11 +208,27 @@ Result<CheckpointSummary> summarize_checkpoint(const std::string& dir) {
     u.n_elements += t.numel();
     u.n_bytes += t.nbytes();
     ++s.n_tensors;
-    s.n_parameters += t.numel();
+    s.n_stored_elements += t.numel();
     s.total_bytes += t.nbytes();
   }
+  s.n_parameters = s.n_stored_elements;
   s.files.assign(files.begin(), files.end());
+  QS_ASSIGN_OR_RETURN(QuantConfig quant, load_quant_config(dir, config));
+  if (quant.quantized()) {
+    s.quant_method = quant.method();
+    s.quant_summary = quant.summary();
+  }
   return s;
+}
+
+void set_loaded_linears(CheckpointSummary* s, std::vector<LinearReport> linears,
+                        uint64_t model_resident_bytes) {
+  s->n_parameters = s->n_stored_elements;
+  for (const auto& l : linears) {
+    if (l.quantized) s->n_parameters += l.n * l.k - l.stored_elements;
+  }
+  s->linears = std::move(linears);
+  s->model_resident_bytes = model_resident_bytes;
 }
 
 json summary_to_json(const CheckpointSummary& s) {
@@ -122,6 +238,32 @@ json summary_to_json(const CheckpointSummary& s) {
   for (const auto& [name, u] : s.dtypes) {
     dtypes[name] = {{"tensors", u.n_tensors}, {"elements", u.n_elements}, {"bytes", u.n_bytes}};
   }
+  json quantization = nullptr;
+  if (!s.quant_method.empty()) {
+    json linears = json::array();
+    uint64_t stored = 0, resident = 0, bf16 = 0;
+    for (const auto& l : s.linears) {
+      linears.push_back({{"name", l.name},
+                         {"scheme", l.scheme},
+                         {"kernel", l.kernel},
+                         {"quantized", l.quantized},
+                         {"shape", {l.n, l.k}},
+                         {"stored_bytes", l.stored_bytes},
+                         {"resident_bytes", l.resident_bytes},
+                         {"bf16_bytes", l.bf16_bytes()}});
+      stored += l.stored_bytes;
+      resident += l.resident_bytes;
+      bf16 += l.bf16_bytes();
+    }
+    quantization = {{"method", s.quant_method},
+                    {"summary", s.quant_summary},
+                    {"linears", linears},
+                    {"linear_stored_bytes", stored},
+                    {"linear_resident_bytes", resident},
+                    {"linear_bf16_bytes", bf16},
+                    {"model_resident_bytes", s.model_resident_bytes},
+                    {"model_bf16_bytes", static_cast<uint64_t>(s.n_parameters) * 2}};
+  }
   return {
       {"dir", s.dir},
       {"architecture", s.architecture},
@@ -130,8 +272,10 @@ json summary_to_json(const CheckpointSummary& s) {
       {"files", s.files},
       {"tensors", s.n_tensors},
       {"parameters", s.n_parameters},
+      {"stored_elements", s.n_stored_elements},
       {"dtypes", dtypes},
       {"weight_bytes", s.total_bytes},
+      {"quantization", quantization},
   };
 }
 
@@ -148,15 +292,34 @@ std::string summary_to_text(const CheckpointSummary& s) {
   if (s.files.size() == 1) files += " (" + s.files[0] + ")";
   line(&out, "files", files);
   line(&out, "tensors", std::to_string(s.n_tensors));
-  line(&out, "parameters",
-       human_count(s.n_parameters) + " (" + std::to_string(s.n_parameters) + ")");
+  std::string params = human_count(s.n_parameters) + " (" + std::to_string(s.n_parameters);
+  if (s.n_parameters != s.n_stored_elements) {
+    params += "; quantized linears counted as n x k, " + std::to_string(s.n_stored_elements) +
+              " elements stored";
+  }
+  line(&out, "parameters", params + ")");
   for (const auto& [name, u] : s.dtypes) {
     line(&out, "dtype " + name,
          std::to_string(u.n_tensors) + " tensors, " + std::to_string(u.n_elements) + " elements, " +
              human_bytes(u.n_bytes) + " (" + std::to_string(u.n_bytes) + " bytes)");
   }
-  line(&out, "weight memory",
-       human_bytes(s.total_bytes) + " (" + std::to_string(s.total_bytes) + " bytes)");
+  line(&out, "weight memory", bytes_text(s.total_bytes));
+  line(&out, "quantization", s.quant_method.empty() ? "none" : s.quant_summary);
+  if (s.linears.empty()) return out;
+  out += "linear layers:\n";
+  for (const auto& row : linear_table(s.linears)) out += row + "\n";
+  uint64_t stored = 0, resident = 0, bf16 = 0;
+  for (const auto& l : s.linears) {
+    stored += l.stored_bytes;
+    resident += l.resident_bytes;
+    bf16 += l.bf16_bytes();
+  }
+  line(&out, "linear weights stored", bytes_text(stored));
+  line(&out, "linear weights resident", bytes_text(resident));
+  line(&out, "linear weights as bf16", bytes_text(bf16));
+  line(&out, "model weights resident",
+       bytes_text(s.model_resident_bytes) + "; as bf16 " +
+           bytes_text(static_cast<uint64_t>(s.n_parameters) * 2));
   return out;
 }
 

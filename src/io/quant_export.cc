@@ -1,0 +1,192 @@
+// io: quantization_config writers for make-model --quantize (and, later, the quantizer).
+#include "io/quant_export.h"
+
+#include <cstdlib>
+#include <string_view>
+
+namespace qs::io {
+namespace {
+
+using nlohmann::json;
+
+// Anchored regex matching exactly `name` (module names hold [A-Za-z0-9_.] only, but escape
+// every metacharacter anyway).
+std::string exact_regex(const std::string& name) {
+  std::string out = "^";
+  for (char c : name) {
+    if (std::string_view(".^$|()[]{}*+?\\").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out + "$";
+}
+
+// Parses the decimal digits of s[*pos...], advancing *pos; -1 when there are none.
+int64_t take_number(const std::string& s, size_t* pos) {
+  size_t end = *pos;
+  while (end < s.size() && s[end] >= '0' && s[end] <= '9') ++end;
+  if (end == *pos || end - *pos > 9) return -1;
+  const int64_t v = std::strtoll(s.substr(*pos, end - *pos).c_str(), nullptr, 10);
+  *pos = end;
+  return v;
+}
+
+json auto_round_config(const IntQuantSpec& spec, const std::vector<std::string>& dense) {
+  // Full-range sym keeps zero 2^(b-1), which GPTQ v1 stores as zero-1 (auto_round:auto_gptq);
+  // asym zeros may be 0, which v1 cannot store, so asym uses true zeros ("auto_round").
+  json qc = {{"quant_method", "auto-round"},
+             {"packing_format", spec.sym ? "auto_round:auto_gptq" : "auto_round"},
+             {"bits", spec.bits},
+             {"group_size", spec.group_size},
+             {"sym", spec.sym},
+             {"data_type", "int"},
+             {"block_name_to_quantize", "model.layers"},
+             {"autoround_version", kAutoRoundVersion},
+             // What auto-round writes for RTN (iters=0), the only rounding make-model does.
+             {"iters", 0}};
+  if (!dense.empty()) {
+    json extra = json::object();
+    for (const auto& m : dense) extra[m] = {{"bits", 16}, {"data_type", "fp"}};
+    qc["extra_config"] = extra;
+  }
+  return qc;
+}
+
+json gptq_config(const IntQuantSpec& spec, const std::vector<std::string>& dense) {
+  json qc = {{"quant_method", "gptq"},   {"checkpoint_format", "gptq"},
+             {"bits", spec.bits},        {"group_size", spec.group_size},
+             {"sym", spec.sym},          {"desc_act", false},
+             {"static_groups", false},   {"true_sequential", false},
+             {"damp_percent", 0.01},     {"lm_head", false},
+             {"provider", "auto-round"}, {"autoround_version", kAutoRoundVersion}};
+  if (!dense.empty()) {
+    json dynamic = json::object();
+    for (const auto& m : dense) dynamic["-:" + exact_regex(m)] = json::object();
+    qc["dynamic"] = dynamic;
+  }
+  return qc;
+}
+
+json awq_config(const IntQuantSpec& spec, const std::vector<std::string>& dense) {
+  // modules_to_not_convert matches by substring; full module names match only themselves
+  // ("layers.1." is not inside "layers.11."). lm_head is listed so no reader quantizes it.
+  json skip = json::array({"lm_head"});
+  for (const auto& m : dense) skip.push_back(m);
+  return {{"quant_method", "awq"},    {"version", "gemm"},
+          {"bits", spec.bits},        {"group_size", spec.group_size},
+          {"zero_point", !spec.sym},  {"modules_to_not_convert", skip},
+          {"provider", "auto-round"}, {"autoround_version", kAutoRoundVersion}};
+}
+
+json compressed_tensors_config(const IntQuantSpec& spec, const std::vector<std::string>& dense) {
+  // llm-compressor's W4A16 / W8A16 preset: one config group over every Linear.
+  json weights = {{"num_bits", spec.bits},
+                  {"type", "int"},
+                  {"symmetric", spec.sym},
+                  {"strategy", spec.group_size > 0 ? "group" : "channel"},
+                  {"group_size", spec.group_size > 0 ? json(spec.group_size) : json(nullptr)},
+                  {"dynamic", false},
+                  {"actorder", nullptr},
+                  {"block_structure", nullptr},
+                  {"observer", "minmax"},
+                  {"observer_kwargs", json::object()}};
+  json ignore = json::array({"lm_head"});
+  for (const auto& m : dense) ignore.push_back(m);
+  json group = {{"targets", json::array({"Linear"})},
+                {"weights", weights},
+                {"input_activations", nullptr},
+                {"output_activations", nullptr},
+                {"format", "pack-quantized"}};
+  json qc = {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
+             {"quantization_status", "compressed"},  {"ignore", ignore},
+             {"kv_cache_scheme", nullptr},           {"global_compression_ratio", nullptr},
+             {"sparsity_config", json::object()},    {"provider", "auto-round"}};
+  qc["config_groups"] = json::object({{"group_0", group}});
+  return qc;
+}
+
+}  // namespace
+
+Result<ExportFormat> parse_export_format(const std::string& name) {
+  if (name == "auto_round" || name == "auto-round") return ExportFormat::kAutoRound;
+  if (name == "auto_gptq" || name == "gptq") return ExportFormat::kAutoGptq;
+  if (name == "auto_awq" || name == "awq") return ExportFormat::kAutoAwq;
+  if (name == "compressed-tensors" || name == "compressed_tensors" || name == "llm_compressor") {
+    return ExportFormat::kCompressedTensors;
+  }
+  return invalid_argument("unknown export format '" + name +
+                          "' (known: auto_round, auto_gptq, auto_awq, compressed-tensors)");
+}
+
+const char* export_format_name(ExportFormat format) {
+  switch (format) {
+    case ExportFormat::kAutoRound:
+      return "auto_round";
+    case ExportFormat::kAutoGptq:
+      return "auto_gptq";
+    case ExportFormat::kAutoAwq:
+      return "auto_awq";
+    case ExportFormat::kCompressedTensors:
+      return "compressed-tensors";
+  }
+  return "?";
+}
+
+Result<IntQuantSpec> parse_int_quant_spec(const std::string& name) {
+  const auto bad = [&](const std::string& why) {
+    return invalid_argument("quantization scheme '" + name + "': " + why +
+                            " (expected w<bits>[g<group>][-asym], e.g. w4g128, w4g128-asym, w8)");
+  };
+  IntQuantSpec spec;
+  size_t pos = 0;
+  if (name.empty() || name[pos] != 'w') return bad("does not start with 'w'");
+  ++pos;
+  const int64_t bits = take_number(name, &pos);
+  if (bits != 2 && bits != 3 && bits != 4 && bits != 8) return bad("bits must be 2, 3, 4 or 8");
+  spec.bits = static_cast<int>(bits);
+  spec.group_size = -1;
+  if (pos < name.size() && name[pos] == 'g') {
+    ++pos;
+    spec.group_size = take_number(name, &pos);
+    if (spec.group_size <= 0) return bad("group size must be a positive number");
+  }
+  const std::string rest = name.substr(pos);
+  if (rest == "-asym") {
+    spec.sym = false;
+  } else if (!rest.empty() && rest != "-sym") {
+    return bad("unexpected '" + rest + "'");
+  }
+  return spec;
+}
+
+std::string int_quant_spec_name(const IntQuantSpec& spec) {
+  std::string s = "w" + std::to_string(spec.bits);
+  if (spec.group_size > 0) s += "g" + std::to_string(spec.group_size);
+  if (!spec.sym) s += "-asym";
+  return s;
+}
+
+bool int_packable(int64_t n, int64_t k) {
+  return n % 32 == 0 && k % 32 == 0;
+}
+
+Result<json> make_quantization_config(ExportFormat format, const IntQuantSpec& spec,
+                                      const std::vector<std::string>& dense_modules) {
+  switch (format) {
+    case ExportFormat::kAutoRound:
+      return auto_round_config(spec, dense_modules);
+    case ExportFormat::kAutoGptq:
+      return gptq_config(spec, dense_modules);
+    case ExportFormat::kAutoAwq:
+      if (spec.bits != 4) {
+        return invalid_argument("auto_awq stores 4-bit weights only; " + int_quant_spec_name(spec) +
+                                " has " + std::to_string(spec.bits) +
+                                " bits (use auto_round or auto_gptq)");
+      }
+      return awq_config(spec, dense_modules);
+    case ExportFormat::kCompressedTensors:
+      return compressed_tensors_config(spec, dense_modules);
+  }
+  return internal_error("unhandled export format");
+}
+
+}  // namespace qs::io
