@@ -26,6 +26,14 @@ class QuantConfig {
   const std::string& source() const { return source_; }
   // The scheme of the bulk of the layers (what `inspect` prints first).
   const formats::QuantScheme& default_scheme() const { return default_; }
+  // The storage format as normalized: AutoRound packing_format ("auto_round:auto_gptq",
+  // "auto_round:auto_awq", "auto_round", "auto_round:fp8"), GPTQ checkpoint_format ("gptq",
+  // "gptq_v2"), AWQ version ("gemm"), compressed-tensors format ("pack-quantized", ...);
+  // "" for fp8 and unquantized checkpoints.
+  const std::string& format() const { return format_; }
+  // Facts worth one log line each that do not change how weights load: activation
+  // quantization we do not apply (we compute in f32), a kv_cache_scheme, keys we ignore.
+  const std::vector<std::string>& notes() const { return notes_; }
 
   // The scheme of the linear module `module` (full name without ".weight", e.g.
   // "model.layers.3.mlp.down_proj", "lm_head"), after every per-layer rule: extra_config
@@ -39,10 +47,12 @@ class QuantConfig {
 
   const nlohmann::json& raw() const { return raw_; }
 
+  struct Rule;  // one per-layer rule; opaque, defined in quant_config.cc
+
  private:
   friend Result<QuantConfig> parse_quant_config(const nlohmann::json&, const std::string&);
-  struct Rule;  // defined in quant_config.cc
-  std::string method_, source_;
+  std::string method_, source_, format_;
+  std::vector<std::string> notes_;
   formats::QuantScheme default_;
   std::vector<std::shared_ptr<const Rule>> rules_;  // per-layer overrides, in priority order
   nlohmann::json raw_;
