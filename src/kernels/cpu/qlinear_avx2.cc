@@ -136,6 +136,14 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 // used for the MR rows, each pair's activations once per row and used for the NC columns.
 // acc[r][c] += f32(dot) * (d[r, pair] * scale[c, g]); the zero terms, sum_g zero_term[c, g]
 // * gsum[r, g], are a short dot product per output added at the end with the bias.
+// A column's codes are a few KiB, too short a stream for the hardware prefetcher to reach
+// full speed before it ends; each pair step therefore prefetches (into L2, as the dense
+// GEMV does) the same offset kPrefetchCols columns on, i.e. in the next 4-column tile.
+// Measured on 896 x 4864 int4 g128, m = 1, one thread, 74 MB of matrices: 9.6 GB/s without,
+// 26 GB/s with, no better further ahead. Past the last column the prefetches point beyond
+// the codes, which is harmless: prefetches never fault.
+constexpr int64_t kPrefetchCols = 4;
+
 template <class W, int MR, int NC>
 void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
   const QMatrixView& w = *args.w;
@@ -144,6 +152,7 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
   const int64_t blocks_per_group = w.group_size / kQBlock;
   const uint8_t* codes[NC];
   const float* scales[NC];
+  const int64_t prefetch_ahead = kPrefetchCols * static_cast<int64_t>(w.code_bytes_per_column());
 #pragma GCC unroll 8
   for (int c = 0; c < NC; ++c) {
     codes[c] = w.codes + (j0 + c) * w.code_bytes_per_column();
@@ -178,7 +187,9 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
       }
 #pragma GCC unroll 8
       for (int c = 0; c < NC; ++c) {
-        const typename W::Codes u = W::codes_pair(codes[c] + b * W::kBlockBytes);
+        const uint8_t* p = codes[c] + b * W::kBlockBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_ahead), _MM_HINT_T1);
+        const typename W::Codes u = W::codes_pair(p);
 #pragma GCC unroll 8
         for (int r = 0; r < MR; ++r) {
           const __m256 dot = _mm256_cvtepi32_ps(W::dot_pair(u, a[r]));
@@ -363,14 +374,17 @@ QActsView quantize_acts_avx2(const QMatrixView& w, const float* x, int64_t m, vo
       qsum[r * nb + b] = reduce_add_i32(_mm256_madd_epi16(sum16, _mm256_set1_epi16(1)));
       d[r * nb + b] = amax / 127.0f;
     }
-    // The same sequential f32 sum as the scalar version: gsum must match it bit for bit.
+    // The same sequential f32 sum as the scalar version, in scalar intrinsics: written as
+    // s += d * qsum, this file's -mfma would let GCC contract it into one fma (C++ defaults
+    // to -ffp-contract=fast), while the scalar code, built without FMA, rounds d * qsum.
     for (int64_t g = 0; g < w.n_groups; ++g) {
-      float s = 0.0f;
+      __m128 s = _mm_setzero_ps();
       const int64_t b_end = std::min(nb, (g + 1) * blocks_per_group);
       for (int64_t b = g * blocks_per_group; b < b_end; ++b) {
-        s += d[r * nb + b] * static_cast<float>(qsum[r * nb + b]);
+        const __m128 qs = _mm_cvtsi32_ss(_mm_setzero_ps(), qsum[r * nb + b]);
+        s = _mm_add_ss(s, _mm_mul_ss(_mm_load_ss(d + r * nb + b), qs));
       }
-      gsum[r * w.n_groups + g] = s;
+      gsum[r * w.n_groups + g] = _mm_cvtss_f32(s);
     }
   }
   return a;
