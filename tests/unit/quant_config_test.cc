@@ -273,6 +273,7 @@ TEST(QuantConfigGptq, DynamicRules) {
       "-:model\\.layers\\.0\\.mlp\\.down_proj": {},
       "+:.*\\.self_attn\\..*": {"bits": 8, "group_size": 32},
       "model\\.layers\\.1\\..*": {"sym": false, "desc_act": true},
+      "+:layers\\.2\\.": {"bits": 8},
       "lm_head": {"bits": 8}
     },
     "meta": {"quantizer": ["gptqmodel:2.2.0"]}
@@ -281,7 +282,7 @@ TEST(QuantConfigGptq, DynamicRules) {
   EXPECT_TRUE(same(c.scheme_for(kQ), scheme(Layout::kGptq, 8, 32, true, true)));
   EXPECT_TRUE(same(c.scheme_for("model.layers.1.mlp.up_proj"),
                    scheme(Layout::kGptq, 4, 128, false, true, true)));
-  // re.match anchors at the start: "layers\.1\." does not match "model.layers.1...".
+  // re.match anchors at the start: "layers\.2\." does not match "model.layers.2...".
   EXPECT_TRUE(same(c.scheme_for("model.layers.2.mlp.down_proj"),
                    scheme(Layout::kGptq, 4, 128, true, true)));
   EXPECT_TRUE(same(c.scheme_for("lm_head"), scheme(Layout::kGptq, 8, 128, true, true)));
