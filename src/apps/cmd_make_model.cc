@@ -143,8 +143,12 @@ Status quantize_linear(const std::string& module, const formats::QuantScheme& sc
     w.g_idx.resize(k);
     for (int64_t c = 0; c < k; ++c) w.g_idx[c] = static_cast<int32_t>(c / w.group_size);
   }
-  QS_ASSIGN_OR_RETURN(formats::StoredTensors stored,
-                      formats::layout_def(scheme.layout).pack(scheme, w));
+  Result<formats::StoredTensors> packed = formats::layout_def(scheme.layout).pack(scheme, w);
+  if (!packed.ok()) {
+    return packed.status().with_context(module + " [" + std::to_string(n) + ", " +
+                                        std::to_string(k) + "] as " + scheme.describe());
+  }
+  formats::StoredTensors stored = std::move(*packed);
   QS_ASSIGN_OR_RETURN(formats::QuantizedWeight back, formats::unpack(module, scheme, stored, n, k));
   if (back.codes != w.codes || back.zeros != w.zeros || back.scales != w.scales) {
     return invalid_argument(module + ": " + io::export_format_name(format) + " (" +
