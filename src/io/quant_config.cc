@@ -31,7 +31,7 @@ struct QuantConfig::Rule {
                   // compressed-tensors "re:" targets and ignores)
     kSubstring,   // text occurs in the name (AWQ modules_to_not_convert, fp8 ignored_layers)
     kBlock,       // name starts with text + "." (AutoRound block_name_to_quantize)
-    kNotListed,   // name is none of `names` nor ends with "." + one of them (GPTQ
+    kNotListed,   // no entry of `names` occurs in the name as whole components (GPTQ
                   // modules_in_block_to_quantize: what is not listed stays dense)
     kRouter,      // last name component is "gate": a MoE router, which no producer quantizes
                   // and vLLM builds unquantized
@@ -56,12 +56,14 @@ struct QuantConfig::Rule {
       case Match::kBlock:
         return module.size() > text.size() && module.compare(0, text.size(), text) == 0 &&
                module[text.size()] == '.';
-      case Match::kNotListed:
+      case Match::kNotListed: {
+        // vLLM tests `name in module` as a substring; we align it to whole name components
+        // so that "mlp.gate" (a router) does not also select "mlp.gate_proj".
+        const std::string dotted = "." + module + ".";
         return std::none_of(names.begin(), names.end(), [&](const std::string& n) {
-          return module == n || (module.size() > n.size() &&
-                                 module.compare(module.size() - n.size(), n.size(), n) == 0 &&
-                                 module[module.size() - n.size() - 1] == '.');
+          return dotted.find("." + n + ".") != std::string::npos;
         });
+      }
       case Match::kRouter: {
         const size_t dot = module.rfind('.');
         return (dot == std::string::npos ? module : module.substr(dot + 1)) == "gate";
@@ -140,6 +142,20 @@ Result<int64_t> get_int(const json& obj, const Where& w, const std::string& key,
   const json* v = find(obj, key);
   if (!v) return dflt;
   return as_int(*v, w, key);
+}
+
+// A bit width: an integer the int layouts (2..8), fp8 (8) or "kept in 16 bits" (>= 16) can
+// mean; anything past 64 is no bit width at all.
+Result<int> as_bits(const json& v, const Where& w, const std::string& key) {
+  QS_ASSIGN_OR_RETURN(int64_t bits, as_int(v, w, key));
+  if (bits < 1 || bits > 64) return w.invalid(key, v, "not a bit width");
+  return static_cast<int>(bits);
+}
+
+Result<int> get_bits(const json& obj, const Where& w, const std::string& key, int dflt) {
+  const json* v = find(obj, key);
+  if (!v) return dflt;
+  return as_bits(*v, w, key);
 }
 
 Result<bool> get_bool(const json& obj, const Where& w, const std::string& key, bool dflt) {
@@ -261,7 +277,7 @@ Result<std::pair<std::string, Packing>> autoround_packing(const std::string& raw
 
 // Applies the int scheme keys of `obj` (top level or one extra_config entry) onto `s`.
 Status apply_autoround_keys(const json& obj, const Where& w, QuantScheme* s) {
-  QS_ASSIGN_OR_RETURN(s->bits, get_int(obj, w, "bits", s->bits));
+  QS_ASSIGN_OR_RETURN(s->bits, get_bits(obj, w, "bits", s->bits));
   QS_ASSIGN_OR_RETURN(s->sym, get_bool(obj, w, "sym", s->sym));
   if (const json* g = find(obj, "group_size")) {
     if (g->is_array()) {
@@ -309,7 +325,7 @@ struct Parsed {
 // One extra_config entry: `entry` is a dict of the keys that differ from the default.
 Result<QuantScheme> autoround_layer(const json& entry, const Where& w, const QuantScheme& dflt) {
   if (!entry.is_object()) return w.invalid("", entry, "expected an object of scheme keys");
-  QS_ASSIGN_OR_RETURN(int64_t bits, get_int(entry, w, "bits", dflt.bits));
+  QS_ASSIGN_OR_RETURN(int bits, get_bits(entry, w, "bits", dflt.bits));
   if (bits >= 16) return QuantScheme{};  // kept in 16 bits ({"bits":16,"data_type":"fp"})
   if (find(entry, "data_type")) {
     QS_ASSIGN_OR_RETURN(bool is_float, autoround_is_float(entry, w));
@@ -436,7 +452,7 @@ Status parse_autoround(const json& qc, const Where& w, Parsed* p) {
 Result<QuantScheme> gptq_override(const json& entry, const Where& w, const QuantScheme& dflt) {
   if (!entry.is_object()) return w.invalid("", entry, "expected an object of overrides");
   QuantScheme s = dflt;
-  QS_ASSIGN_OR_RETURN(s.bits, get_int(entry, w, "bits", s.bits));
+  QS_ASSIGN_OR_RETURN(s.bits, get_bits(entry, w, "bits", s.bits));
   QS_ASSIGN_OR_RETURN(s.group_size, get_int(entry, w, "group_size", s.group_size));
   QS_ASSIGN_OR_RETURN(s.sym, get_bool(entry, w, "sym", s.sym));
   QS_ASSIGN_OR_RETURN(s.desc_act, get_bool(entry, w, "desc_act", s.desc_act));
@@ -450,7 +466,7 @@ Status parse_gptq(const json& qc, const Where& w, Parsed* p) {
   d.layout = Layout::kGptq;
   if (!find(qc, "bits")) return w.missing("bits", "GPTQ configs name the weight bits");
   if (!find(qc, "group_size")) return w.missing("group_size", "GPTQ configs name the group size");
-  QS_ASSIGN_OR_RETURN(d.bits, get_int(qc, w, "bits", 4));
+  QS_ASSIGN_OR_RETURN(d.bits, get_bits(qc, w, "bits", 4));
   QS_ASSIGN_OR_RETURN(d.group_size, get_int(qc, w, "group_size", 128));
   QS_ASSIGN_OR_RETURN(d.sym, get_bool(qc, w, "sym", true));
   QS_ASSIGN_OR_RETURN(d.desc_act, get_bool(qc, w, "desc_act", false));
@@ -559,7 +575,7 @@ Status parse_awq(const json& qc, const Where& w, Parsed* p) {
   d.layout = Layout::kAwq;
   std::string key;
   if (const json* b = find_any(qc, {"bits", "w_bit"}, &key)) {
-    QS_ASSIGN_OR_RETURN(d.bits, as_int(*b, w, key));
+    QS_ASSIGN_OR_RETURN(d.bits, as_bits(*b, w, key));
   } else {
     d.bits = 4;
   }
@@ -634,7 +650,7 @@ Result<QuantScheme> ct_weights(const json& wa, const std::string& format, const 
   if (!wa.is_object()) return w.invalid("weights", wa, "expected an object");
   const Where ww = w.at(".weights");
   QuantScheme s;
-  QS_ASSIGN_OR_RETURN(s.bits, get_int(wa, ww, "num_bits", 8));
+  QS_ASSIGN_OR_RETURN(s.bits, get_bits(wa, ww, "num_bits", 8));
   QS_ASSIGN_OR_RETURN(std::string type, get_string(wa, ww, "type", "int"));
   type = lower(type);
   if (type != "int" && type != "float") return ww.invalid("type", type, "expected int or float");

@@ -309,11 +309,21 @@ TEST(QuantConfigGptq, AutoRoundExportModulesInBlock) {
   EXPECT_TRUE(same(r.scheme_for(kRouter), s));
   EXPECT_TRUE(same(r.scheme_for("model.layers.0.mlp.gate_proj"), kDense));
   EXPECT_TRUE(same(r.scheme_for("model.layers.0.mlp.experts.0.down_proj"), s));
+  EXPECT_TRUE(same(r.scheme_for("model.layers.0.mlp.experts.1.down_proj"), kDense));
+  // Entries are whole name components anywhere in the name, as vLLM's substring test is.
+  const auto comp = parse_ok(R"({"bits": 4, "group_size": 128, "quant_method": "gptq",
+      "modules_in_block_to_quantize": ["self_attn", "model.layers.0.mlp.down_proj"]})");
+  EXPECT_TRUE(same(comp.scheme_for("model.layers.5.self_attn.o_proj"), s));
+  EXPECT_TRUE(same(comp.scheme_for(kDown), s));
+  EXPECT_TRUE(same(comp.scheme_for("model.layers.1.mlp.down_proj"), kDense));
+  EXPECT_TRUE(same(comp.scheme_for("model.layers.0.self_attn_norm_proj"), kDense));
 }
 
 TEST(QuantConfigGptq, Errors) {
   EXPECT_TRUE(has(parse_error(R"({"bits": 5, "group_size": 128, "quant_method": "gptq"})"),
                   "config.json: quantization_config.bits = 5: must be one of 2, 3, 4, 8"));
+  EXPECT_TRUE(has(parse_error(R"({"bits": 4294967300, "group_size": 128, "quant_method": "gptq"})"),
+                  "bits = 4294967300: not a bit width"));
   EXPECT_TRUE(has(parse_error(R"({"bits": 4, "group_size": 0, "quant_method": "gptq"})"),
                   "group_size = 0"));
   EXPECT_TRUE(has(parse_error(R"({"bits": 4, "quant_method": "gptq"})"),
