@@ -159,13 +159,13 @@ std::vector<std::string> linear_table(const std::vector<LinearReport>& linears) 
   }
   std::vector<std::string> out;
   for (const auto& r : rows) {
-    std::string text = " ";
+    std::string text;
     for (size_t c = 0; c < r.size(); ++c) {
       std::string cell = r[c];
       // Byte columns (the last three) align right, as numbers do.
       const bool right = c + 3 >= r.size();
       const std::string pad(width[c] - cell.size(), ' ');
-      text += " " + (right ? pad + cell : cell + (c + 1 < r.size() ? pad : ""));
+      text += "  " + (right ? pad + cell : cell + (c + 1 < r.size() ? pad : ""));
     }
     out.push_back(text);
   }
@@ -217,6 +217,7 @@ Result<CheckpointSummary> summarize_checkpoint(const std::string& dir) {
   if (quant.quantized()) {
     s.quant_method = quant.method();
     s.quant_summary = quant.summary();
+    s.quant_notes = quant.notes();
   }
   return s;
 }
@@ -257,6 +258,7 @@ json summary_to_json(const CheckpointSummary& s) {
     }
     quantization = {{"method", s.quant_method},
                     {"summary", s.quant_summary},
+                    {"notes", s.quant_notes},
                     {"linears", linears},
                     {"linear_stored_bytes", stored},
                     {"linear_resident_bytes", resident},
@@ -305,6 +307,7 @@ std::string summary_to_text(const CheckpointSummary& s) {
   }
   line(&out, "weight memory", bytes_text(s.total_bytes));
   line(&out, "quantization", s.quant_method.empty() ? "none" : s.quant_summary);
+  for (const auto& note : s.quant_notes) line(&out, "quantization note", note);
   if (s.linears.empty()) return out;
   out += "linear layers:\n";
   for (const auto& row : linear_table(s.linears)) out += row + "\n";

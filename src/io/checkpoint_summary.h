@@ -54,7 +54,8 @@ struct CheckpointSummary {
 
   // Detected quantization (io/quant_config.h): method "" = not quantized.
   std::string quant_method;
-  std::string quant_summary;  // QuantConfig::summary()
+  std::string quant_summary;             // QuantConfig::summary()
+  std::vector<std::string> quant_notes;  // QuantConfig::notes(): facts that do not change loading
   // Every matmul of the loaded model, in forward order; empty unless set_loaded_linears ran
   // (inspect loads the model only for quantized checkpoints).
   std::vector<LinearReport> linears;
