@@ -99,7 +99,8 @@ struct Where {
 
   Where at(const std::string& sub) const { return {source, path + sub}; }
   std::string name(const std::string& key) const {
-    return source + ": " + (path.empty() ? key : path + "." + key);
+    if (key.empty() || path.empty()) return source + ": " + path + key;
+    return source + ": " + path + "." + key;
   }
   Status invalid(const std::string& key, const json& value, const std::string& why) const {
     return invalid_argument(name(key) + " = " + value.dump() + ": " + why);
@@ -422,7 +423,9 @@ Status parse_autoround(const json& qc, const Where& w, Parsed* p) {
     if (find(qc, kv)) p->notes.push_back(std::string(kv) + " is set; the KV cache ignores it");
   }
 
-  // extra_config: exact names first, then every key as a regex searched in the name.
+  // extra_config: exact names first, then every key as a regex searched in the name. Our JSON
+  // objects do not keep file order, so among several matching regex keys the first in byte
+  // order wins (Python would take the first in the file).
   std::vector<std::pair<std::string, QuantScheme>> layers;
   if (const json* ec = find(qc, "extra_config")) {
     if (!ec->is_object()) return w.invalid("extra_config", *ec, "expected an object");

@@ -217,6 +217,10 @@ TEST(QuantConfigAutoRound, Errors) {
   EXPECT_TRUE(has(parse_error(R"j({"bits": 4, "group_size": 128, "quant_method": "auto-round",
       "extra_config": {"(?P<x>q_proj)": {"bits": 8}}})j"),
                   "extra_config key = \"(?P<x>q_proj)\""));
+  EXPECT_TRUE(has(parse_error(R"({"bits": 4, "group_size": 128, "quant_method": "auto-round",
+      "extra_config": {"lm_head": 8}})"),
+                  "config.json: quantization_config.extra_config[\"lm_head\"] = 8: expected an "
+                  "object"));
   EXPECT_TRUE(has(parse_error(R"({"bits": "4", "group_size": 128, "quant_method": "auto-round"})"),
                   "bits = \"4\": expected an integer"));
 }
