@@ -16,13 +16,41 @@ float to_f16(float v) {
   return f16_to_f32(f32_to_f16(v));
 }
 
+struct GroupParams {
+  float scale;
+  int32_t zero;
+};
+
+// Scale and zero of a group whose range is [wmin, wmax] (wmin <= 0 <= wmax).
+GroupParams params_for(float wmin, float wmax, int bits, bool sym) {
+  const int32_t maxq = (1 << bits) - 1, half = 1 << (bits - 1);
+  const float floor_f16 = to_f16(kScaleFloor);
+  if (sym) {
+    const float amin = -wmin;
+    // The larger magnitude maps to -2^(b-1); a tie takes the negative scale, as upstream.
+    const float scale = to_f16((amin > wmax ? amin : -wmax) / static_cast<float>(half));
+    return {scale < 0 ? std::min(scale, -floor_f16) : std::max(scale, floor_f16), half};
+  }
+  const float scale = std::max(to_f16((wmax - wmin) / static_cast<float>(maxq)), floor_f16);
+  return {scale, std::clamp(static_cast<int32_t>(std::nearbyint(-wmin / scale)), 0, maxq)};
+}
+
+// Zero always lies in the range (AutoRound clamps min <= 0 <= max; its zero padding of a
+// partial last group changes nothing for the same reason).
+void range_of(const float* w, int64_t count, float* wmin, float* wmax) {
+  for (int64_t i = 0; i < count; ++i) {
+    *wmin = std::min(*wmin, w[i]);
+    *wmax = std::max(*wmax, w[i]);
+  }
+}
+
 }  // namespace
 
 QuantizedWeight rtn_quantize(const float* w, int64_t n, int64_t k, int bits, int64_t group_size,
                              bool sym) {
   QS_CHECK(n > 0 && k > 0);
   QS_CHECK(bits >= 2 && bits <= 8);
-  QS_CHECK(group_size == -1 || group_size > 0);
+  QS_CHECK(group_size >= -1);
   QuantizedWeight q;
   q.n = n;
   q.k = k;
@@ -34,40 +62,21 @@ QuantizedWeight rtn_quantize(const float* w, int64_t n, int64_t k, int bits, int
   q.codes.resize(static_cast<size_t>(n * k));
   q.scales.resize(static_cast<size_t>(n * groups));
   q.zeros.resize(static_cast<size_t>(n * groups));
-  const int32_t maxq = (1 << bits) - 1, half = 1 << (bits - 1);
-  const float floor_f16 = to_f16(kScaleFloor);
+  const float maxq = static_cast<float>((1 << bits) - 1);
+  float tensor_min = 0, tensor_max = 0;
+  if (group_size == 0) range_of(w, n * k, &tensor_min, &tensor_max);
   for (int64_t j = 0; j < n; ++j) {
+    const float* row = w + j * k;
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t c0 = g * q.group_size, c1 = std::min(k, c0 + q.group_size);
-      const float* row = w + j * k;
-      // Zero always lies in the range (AutoRound clamps min <= 0 <= max; its zero padding of a
-      // partial last group changes nothing for the same reason).
-      float wmin = 0, wmax = 0;
+      float wmin = tensor_min, wmax = tensor_max;
+      if (group_size != 0) range_of(row + c0, c1 - c0, &wmin, &wmax);
+      const GroupParams p = params_for(wmin, wmax, bits, sym);
+      q.scales[j * groups + g] = p.scale;
+      q.zeros[j * groups + g] = p.zero;
       for (int64_t c = c0; c < c1; ++c) {
-        wmin = std::min(wmin, row[c]);
-        wmax = std::max(wmax, row[c]);
-      }
-      float scale;
-      int32_t zero;
-      if (sym) {
-        const float amin = -wmin;
-        // The larger magnitude maps to -2^(b-1); a tie takes the negative scale, as upstream.
-        scale = to_f16((amin > wmax ? amin : -wmax) / static_cast<float>(half));
-        if (scale < 0) {
-          scale = std::min(scale, -floor_f16);
-        } else {
-          scale = std::max(scale, floor_f16);
-        }
-        zero = half;
-      } else {
-        scale = std::max(to_f16((wmax - wmin) / static_cast<float>(maxq)), floor_f16);
-        zero = std::clamp(static_cast<int32_t>(std::nearbyint(-wmin / scale)), 0, maxq);
-      }
-      q.scales[j * groups + g] = scale;
-      q.zeros[j * groups + g] = zero;
-      for (int64_t c = c0; c < c1; ++c) {
-        const float u = std::nearbyint(row[c] / scale) + static_cast<float>(zero);
-        q.codes[j * k + c] = static_cast<uint8_t>(std::clamp(u, 0.0f, static_cast<float>(maxq)));
+        const float u = std::nearbyint(row[c] / p.scale) + static_cast<float>(p.zero);
+        q.codes[j * k + c] = static_cast<uint8_t>(std::clamp(u, 0.0f, maxq));
       }
     }
   }

@@ -11,7 +11,8 @@
 namespace qs::formats {
 
 // Quantizes w[n, k] (row-major f32) with `bits` in [2, 8] per group of `group_size` input
-// columns (-1 = whole row; the last group may be partial). Per group, with wmin = min(0, min w)
+// columns (-1 = whole row, 0 = whole tensor, its one scale and zero repeated on every row; the
+// last group may be partial). Per group, with wmin = min(0, min w)
 // and wmax = max(0, max w):
 //   sym  (full range): the larger of |wmin|, wmax maps to -2^(b-1): scale = |wmin| / 2^(b-1)
 //        when |wmin| > wmax, else -wmax / 2^(b-1) (negative); zero = 2^(b-1);

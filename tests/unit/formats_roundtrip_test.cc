@@ -143,19 +143,9 @@ QuantizedWeight make_weight(const Case& c, std::vector<float>* src) {
     }
     return w;
   }
-  QuantizedWeight w =
-      rtn_quantize(src->data(), c.n, c.k, c.bits, c.group == 0 ? -1 : c.group, c.sym);
+  QuantizedWeight w = rtn_quantize(src->data(), c.n, c.k, c.bits, c.group, c.sym);
   w.scale_dtype = c.scale_dtype;
-  for (int64_t j = 0; j < c.n; ++j) {
-    for (int64_t gi = 0; gi < w.n_groups(); ++gi) {
-      const int64_t i = j * w.n_groups() + gi;
-      // The tensor strategy: one scale and zero for all rows (codes stay valid, the error bound
-      // below then only holds for row 0).
-      const int64_t from = c.group == 0 ? gi : i;
-      w.scales[i] = round_to(c.scale_dtype, w.scales[from]);
-      w.zeros[i] = w.zeros[from];
-    }
-  }
+  for (float& scale : w.scales) scale = round_to(c.scale_dtype, scale);
   if (c.desc_act) {
     // Act-order: the columns of each group are scattered over k, as GPTQ's permutation does.
     std::vector<int32_t> g_idx(static_cast<size_t>(c.k));
@@ -212,16 +202,14 @@ TEST_P(RoundTrip, PackCheckUnpackIsExact) {
   EXPECT_EQ(back->g_idx, w.g_idx);
 
   // Dequantized, every value is within one scale step of the source (a step and a bit when
-  // the f16 scales RTN chose were rounded to bf16; fp8 within its relative precision). Rows
-  // sharing a tensor scale are only bounded for row 0, whose scale it is; act-order g_idx
-  // regroups columns RTN grouped contiguously, so the source no longer bounds them (nor does
-  // it bound groups whose zero was moved).
+  // the f16 scales RTN chose were rounded to bf16; fp8 within its relative precision).
+  // Act-order g_idx regroups columns RTN grouped contiguously, so the source no longer bounds
+  // them (nor does it bound groups whose zero was moved).
   if (c.desc_act || moved_zeros) return;
   std::vector<float> deq(src.size());
   dequantize(*back, deq.data());
-  const int64_t rows = (c.group == 0 && c.block_n == 0) ? 1 : c.n;
   const float steps = c.scale_dtype == DType::kBF16 ? 1.3f : 1.001f;
-  for (int64_t j = 0; j < rows; ++j) {
+  for (int64_t j = 0; j < c.n; ++j) {
     for (int64_t col = 0; col < c.k; ++col) {
       const int64_t i = j * c.k + col;
       const float s = std::abs(back->scales[j * back->n_groups() + back->group_of(col)]);

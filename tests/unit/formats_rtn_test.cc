@@ -71,6 +71,18 @@ TEST(FormatsRtn, PartialLastGroupUsesOnlyItsColumns) {
   EXPECT_EQ(q.codes[150], 0);
 }
 
+TEST(FormatsRtn, PerTensorSharesOneScale) {
+  // group_size 0: the range of the whole tensor, repeated on every row.
+  const std::vector<float> w = {0.1f, -0.2f, 0.05f, 0.4f, 0.0f, -0.3f};
+  const QuantizedWeight q = rtn_quantize(w.data(), 2, 3, 8, 0, false);
+  EXPECT_EQ(q.group_size, 3);
+  const float scale = f16(0.7f / 255);
+  EXPECT_EQ(q.scales, (std::vector<float>{scale, scale}));
+  const int32_t zero = static_cast<int32_t>(std::nearbyint(0.3f / scale));
+  EXPECT_EQ(q.zeros, (std::vector<int32_t>{zero, zero}));
+  EXPECT_EQ(q.codes[5], 0);  // the tensor minimum
+}
+
 // On random weights: scales are f16 values, zeros in range, and every value dequantizes within
 // one scale step (half a step unless clamped at the top code).
 TEST(FormatsRtn, RandomWeightsStayWithinOneStep) {
