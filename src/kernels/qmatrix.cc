@@ -131,6 +131,7 @@ QMatrixView qmatrix_pack(const formats::QuantizedWeight& w, void* buf) {
   }
 
   uint8_t* codes = base + s.codes;
+  v.codes = codes;
   const size_t per_col = v.code_bytes_per_column();
   for (int64_t j = 0; j < w.n; ++j) {
     const uint8_t* src = w.codes.data() + j * w.k;

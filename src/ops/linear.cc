@@ -3,9 +3,15 @@
 // the output columns over the pool so that every thread streams its own rows of w.
 #include "ops/linear.h"
 
+#include <cstdlib>
+#include <memory>
+
+#include "core/check.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_cpu.h"
+#include "kernels/cpu/qlinear_cpu.h"
 #include "kernels/ref/linear_ref.h"
+#include "kernels/ref/qlinear_ref.h"
 
 namespace qs::ops {
 namespace {
@@ -29,6 +35,74 @@ LinearKernel choose_kernel(kernels::Isa isa, int64_t m) {
       return nullptr;
   }
   return nullptr;
+}
+
+// Below ~32K multiply-adds (a few microseconds) waking the other threads costs more than it
+// saves: tiny models (stories260K) decode several times faster inline.
+constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
+
+using QLinearKernel = void (*)(const kernels::cpu::QLinearArgs&, int64_t, int64_t);
+using QuantizeActs = kernels::QActsView (*)(const kernels::QMatrixView&, const float*, int64_t,
+                                            void*);
+
+// The int8 activations of one call live in a per-thread buffer that only grows, so decode
+// allocates nothing after its first token.
+void* acts_scratch(size_t bytes) {
+  struct Scratch {
+    std::unique_ptr<void, decltype(&std::free)> data{nullptr, &std::free};
+    size_t bytes = 0;
+  };
+  thread_local Scratch scratch;
+  if (scratch.bytes < bytes) {
+    const size_t want = (bytes + 63) / 64 * 64;
+    scratch.data.reset(std::aligned_alloc(64, want));
+    QS_CHECK(scratch.data != nullptr);
+    scratch.bytes = want;
+  }
+  return scratch.data.get();
+}
+
+Status linear_packed(kernels::Isa isa, const float* x, int64_t m, const QuantMatrix& q,
+                     const float* bias, float* y, ThreadPool& pool) {
+  const kernels::QMatrixView& w = q.view();
+  const int64_t n = w.n;
+  const bool gemm = m >= kernels::cpu::kQGemmMinRows;
+  QuantizeActs quantize = kernels::quantize_acts;
+  QLinearKernel kernel = nullptr;
+  switch (isa) {
+    case kernels::Isa::kAvx512:
+      quantize = kernels::cpu::quantize_acts_avx512;
+      kernel = gemm ? kernels::cpu::qlinear_gemm_avx512 : kernels::cpu::qlinear_gemv_avx512;
+      break;
+    case kernels::Isa::kAvx2:
+      quantize = kernels::cpu::quantize_acts_avx2;
+      kernel = gemm ? kernels::cpu::qlinear_gemm_avx2 : kernels::cpu::qlinear_gemv_avx2;
+      break;
+    case kernels::Isa::kRef:
+      break;
+  }
+  const kernels::QActsView a = quantize(w, x, m, acts_scratch(kernels::qacts_bytes(w, m)));
+  if (kernel == nullptr) {
+    pool.parallel_for(n, [&](int64_t begin, int64_t end) {
+      kernels::ref::qlinear_int8(w, a, begin, end, y);
+      if (bias != nullptr) {
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = begin; j < end; ++j) y[i * n + j] += bias[j];
+      }
+    });
+    return ok_status();
+  }
+  const kernels::cpu::QLinearArgs args{&w, &a, bias, y};
+  if (m * n * w.k < kMinParallelMacs) {
+    kernel(args, 0, n);
+    return ok_status();
+  }
+  // The GEMM's 32-column panels stay whole; the GEMV's 16-column grain keeps two threads off
+  // the same 64-byte line of y.
+  const int64_t grain = gemm ? 32 : 16;
+  pool.parallel_for(
+      n, [&](int64_t begin, int64_t end) { kernel(args, begin, end); }, grain);
+  return ok_status();
 }
 
 }  // namespace
@@ -72,9 +146,6 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor
     return ok_status();
   }
   const kernels::cpu::LinearArgs args{x, m, k, w.data, w.dtype, n, bias, y};
-  // Below ~32K multiply-adds (a few microseconds) waking the other threads costs more than it
-  // saves: tiny models (stories260K) decode several times faster inline.
-  constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
   if (m * n * k < kMinParallelMacs) {
     kernel(args, 0, n);
     return ok_status();
@@ -101,8 +172,16 @@ Status linear(const float* x, int64_t m, const LinearWeight& w, const float* bia
 Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const LinearWeight& w,
                        const float* bias, float* y, ThreadPool& pool) {
   if (w.quant == nullptr) return linear_with_isa(isa, x, m, w.dense, bias, y, pool);
-  // TEMPORARY until helper B lands the int kernels (ops/quant_matrix.cc).
-  return unimplemented("linear: quantized weights are not wired yet");
+  const QuantMatrix& q = *w.quant;
+  if (!q.packed()) return linear_with_isa(isa, x, m, q.fallback(), bias, y, pool);
+  if (!kernels::isa_supported(isa)) {
+    return unimplemented(std::string("linear: this CPU cannot run the ") + kernels::isa_name(isa) +
+                         " kernels");
+  }
+  if (m < 0) return invalid_argument("linear: negative row count " + std::to_string(m));
+  // QuantMatrix::make admits no empty weight, so only m can make the call empty.
+  if (m == 0) return ok_status();
+  return linear_packed(isa, x, m, q, bias, y, pool);
 }
 
 }  // namespace qs::ops

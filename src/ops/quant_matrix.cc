@@ -1,14 +1,123 @@
 // ops: QuantMatrix, a quantized linear weight made resident (see quant_matrix.h).
 #include "ops/quant_matrix.h"
 
+#include <cmath>
+#include <cstdlib>
+
+#include "core/dtype.h"
 #include "kernels/cpu/isa.h"
 
 namespace qs::ops {
+namespace {
+
+// Groups of the scale table: one for per-channel weights (group size <= 0 or >= k).
+int64_t table_groups(const formats::QuantizedWeight& w) {
+  return w.group_size > 0 ? (w.k + w.group_size - 1) / w.group_size : 1;
+}
+
+// What the repack and the dequantization index must exist: every read below is in bounds.
+Status check_sizes(const formats::QuantizedWeight& w) {
+  const std::string shape = "[" + std::to_string(w.n) + ", " + std::to_string(w.k) + "]";
+  if (w.n <= 0 || w.k <= 0) return invalid_argument("quantized weight: empty shape " + shape);
+  const bool fp8 = w.code_type == formats::CodeType::kFp8E4m3;
+  if (!fp8 && (w.bits < 1 || w.bits > 8)) {
+    return unimplemented("quantized weight " + shape + ": " + std::to_string(w.bits) +
+                         "-bit codes are not supported (1..8)");
+  }
+  const auto nk = static_cast<size_t>(w.n * w.k);
+  const int64_t G = table_groups(w);
+  const auto ng = static_cast<size_t>(w.n * G);
+  if (w.codes.size() != nk) {
+    return invalid_argument("quantized weight " + shape + ": " + std::to_string(w.codes.size()) +
+                            " codes, expected " + std::to_string(nk));
+  }
+  if (w.scales.size() != ng) {
+    return invalid_argument("quantized weight " + shape + ": " + std::to_string(w.scales.size()) +
+                            " scales, expected [" + std::to_string(w.n) + ", " + std::to_string(G) +
+                            "]");
+  }
+  if (!w.zeros.empty() && w.zeros.size() != ng) {
+    return invalid_argument("quantized weight " + shape + ": " + std::to_string(w.zeros.size()) +
+                            " zeros, expected [" + std::to_string(w.n) + ", " + std::to_string(G) +
+                            "]");
+  }
+  if (!w.g_idx.empty()) {
+    if (w.g_idx.size() != static_cast<size_t>(w.k)) {
+      return invalid_argument("quantized weight " + shape + ": g_idx has " +
+                              std::to_string(w.g_idx.size()) + " entries, expected k");
+    }
+    for (int32_t g : w.g_idx) {
+      if (g < 0 || g >= G) {
+        return invalid_argument("quantized weight " + shape + ": g_idx entry " + std::to_string(g) +
+                                " outside [0, " + std::to_string(G) + ")");
+      }
+    }
+  }
+  if (!fp8) {
+    for (uint8_t c : w.codes) {
+      if (c >> w.bits != 0) {
+        return invalid_argument("quantized weight " + shape + ": code " + std::to_string(c) +
+                                " does not fit " + std::to_string(w.bits) + " bits");
+      }
+    }
+  }
+  for (float s : w.scales) {
+    if (!std::isfinite(s))
+      return invalid_argument("quantized weight " + shape + ": non-finite scale");
+  }
+  return ok_status();
+}
+
+// The fallback: W[n, k] = scale * (code - zero) or scale * fp8(code), rounded to bf16.
+Tensor dequantize_bf16(const formats::QuantizedWeight& w) {
+  Tensor t = Tensor::zeros(DType::kBF16, {w.n, w.k});
+  auto* out = t.ptr<uint16_t>();
+  const int64_t G = table_groups(w);
+  const bool fp8 = w.code_type == formats::CodeType::kFp8E4m3;
+  for (int64_t j = 0; j < w.n; ++j) {
+    for (int64_t c = 0; c < w.k; ++c) {
+      const int64_t g = !w.g_idx.empty() ? w.g_idx[c] : (G == 1 ? 0 : c / w.group_size);
+      const size_t at = static_cast<size_t>(j * G + g);
+      const uint8_t code = w.codes[static_cast<size_t>(j * w.k + c)];
+      const float v = fp8 ? w.scales[at] * fp8_e4m3_to_f32(code)
+                          : w.scales[at] * static_cast<float>(static_cast<int32_t>(code) -
+                                                              (w.zeros.empty() ? 0 : w.zeros[at]));
+      out[j * w.k + c] = f32_to_bf16(v);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const QuantMatrix>> QuantMatrix::make(const formats::QuantScheme& scheme,
+                                                             const formats::QuantizedWeight& w) {
+  QS_RETURN_IF_ERROR(check_sizes(w));
+  auto q = std::make_shared<QuantMatrix>();
+  q->n_ = w.n;
+  q->k_ = w.k;
+  q->scheme_ = scheme;
+  q->reason_ = kernels::qmatrix_unsupported(w);
+  if (!q->reason_.empty()) {
+    q->fallback_ = dequantize_bf16(w);
+    return std::shared_ptr<const QuantMatrix>(std::move(q));
+  }
+  // Whole 64-byte lines: the kernels' masked loads never leave the allocation.
+  const size_t bytes = (kernels::qmatrix_bytes(w) + 63) / 64 * 64;
+  q->storage_ = std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)),
+                                           [](uint8_t* p) { std::free(p); });
+  if (q->storage_ == nullptr) {
+    return internal_error("quantized weight: cannot allocate " + std::to_string(bytes) + " bytes");
+  }
+  q->storage_bytes_ = bytes;
+  q->view_ = kernels::qmatrix_pack(w, q->storage_.get());
+  return std::shared_ptr<const QuantMatrix>(std::move(q));
+}
 
 std::string QuantMatrix::kernel() const {
   if (!packed()) return "dequantized bf16: " + reason_;
-  const std::string group = view_.n_groups == 1 ? std::string("per-channel")
-                                                : "g" + std::to_string(view_.group_size);
+  const std::string group =
+      view_.n_groups == 1 ? std::string("per-channel") : "g" + std::to_string(view_.group_size);
   const kernels::Isa isa = kernels::active_isa();
   const std::string isa_name = isa == kernels::Isa::kAvx512 ? std::string("avx512-vnni")
                                                             : std::string(kernels::isa_name(isa));

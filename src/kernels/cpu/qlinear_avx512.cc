@@ -1,0 +1,491 @@
+// kernels/cpu: AVX-512 VNNI quantized linear kernels over the resident layout of
+// kernels/qmatrix.h: int8 activations (quantize_acts_avx512, bit-identical to the scalar
+// one) times unsigned 4- or 8-bit codes with vpdpbusd, so every block dot product is exact in
+// int32 and results differ from ref::qlinear_int8 only by float summation order.
+// Compiled with the AVX-512 F/BW/VL/DQ/BF16/VNNI flags (file suffix _avx512.cc).
+// GCC 12's AVX-512 headers build some intrinsics from _mm512_undefined_*(), which
+// -Wuninitialized flags once inlined (a false positive of GCC 12).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "kernels/cpu/qlinear_cpu.h"
+
+namespace qs::kernels::cpu {
+namespace {
+
+constexpr size_t kAlign = 64;
+size_t round_up(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
+
+// The GEMV walks the inputs in steps of four blocks (128 inputs): 64 bytes of 4-bit codes,
+// one zmm, per column.
+constexpr int64_t kStepBlocks = 4;
+// Columns the GEMV computes together: they share each step's activation shuffles.
+constexpr int kGemvCols = 4;
+
+// The first `count` bytes / lanes (none for count <= 0).
+inline __mmask64 byte_mask(int64_t count) {
+  if (count <= 0) return 0;
+  return count >= 64 ? ~__mmask64{0} : (__mmask64{1} << count) - 1;
+}
+inline __mmask16 lane_mask(int64_t count) {
+  if (count <= 0) return 0;
+  return count >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << count) - 1);
+}
+
+inline float hsum(__m512 v) {
+  return _mm512_reduce_add_ps(v);
+}
+
+// sum_g zero_term[j, g] * gsum[r, g]: the zero points' share of y[r, j].
+inline float zero_share(const QMatrixView& w, const QActsView& a, int64_t r, int64_t j) {
+  const int64_t G = w.n_groups;
+  const float* gs = a.gsum + r * G;
+  const float* zt = w.zero_terms != nullptr ? w.zero_terms + j * G : w.scales + j * G;
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t g = 0; g < G; g += 16) {
+    const __mmask16 mk = lane_mask(G - g);
+    acc =
+        _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, zt + g), _mm512_maskz_loadu_ps(mk, gs + g), acc);
+  }
+  // Symmetric checkpoints keep no table: zero_term = -scale * uniform_zero.
+  return w.zero_terms != nullptr ? hsum(acc) : -w.uniform_zero * hsum(acc);
+}
+
+// ---------------------------------------------------------------------------------------
+// GEMV. Per row and step: the activations of 4 blocks, arranged to meet the codes' nibble
+// order, and their block scales spread over the int32 lanes of each block; per column and
+// step: one or two code loads and two vpdpbusd per 64 code bytes.
+
+// One step of activations for row r: for 4-bit, `lo` holds inputs 0..15 of blocks 0..3 in
+// its four 128-bit lanes and `hi` inputs 16..31 (the nibble order of the codes); for 8-bit,
+// `lo` = blocks 0,1 and `hi` = blocks 2,3 in natural order. `d` spreads the block scales to
+// the int32 lanes the dot products of each block land in.
+struct StepActs {
+  __m512i lo, hi;
+  __m512 d_lo, d_hi;  // 8-bit uses both; 4-bit only d_lo
+};
+
+template <int kBits>
+inline StepActs load_step(const QActsView& a, int64_t r, int64_t nb, int64_t b) {
+  const int64_t left = std::min<int64_t>(kStepBlocks, nb - b);
+  const int8_t* q = a.q + r * a.k_pad + b * kQBlock;
+  const __m512i x0 = _mm512_maskz_loadu_epi8(byte_mask(left * kQBlock), q);
+  const __m512i x1 = _mm512_maskz_loadu_epi8(byte_mask(left * kQBlock - 64), q + 64);
+  const __m128 d4 = _mm_maskz_loadu_ps(static_cast<__mmask8>(lane_mask(left)), a.d + r * nb + b);
+  StepActs s;
+  if constexpr (kBits == 4) {
+    s.lo = _mm512_permutex2var_epi64(x0, _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13), x1);
+    s.hi = _mm512_permutex2var_epi64(x0, _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15), x1);
+    s.d_lo =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                              _mm512_castps128_ps512(d4));
+    s.d_hi = s.d_lo;
+  } else {
+    s.lo = x0;
+    s.hi = x1;
+    const __m512 d = _mm512_castps128_ps512(d4);
+    s.d_lo =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), d);
+    s.d_hi =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), d);
+  }
+  return s;
+}
+
+// acc += d * (codes . q) for one column's step; `scale_lo/hi` multiply in the group scales
+// when a step may span groups (null path: the caller scales whole groups).
+template <int kBits>
+inline void step_dot(const uint8_t* codes, int64_t left, const StepActs& s, __m512 mul_lo,
+                     __m512 mul_hi, __m512& acc) {
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  if constexpr (kBits == 4) {
+    const __m512i v = _mm512_maskz_loadu_epi8(byte_mask(left * 16), codes);
+    const __m512i lo = _mm512_and_si512(v, nib);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+    __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, s.lo);
+    dot = _mm512_dpbusd_epi32(dot, hi, s.hi);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), mul_lo, acc);
+    (void)mul_hi;
+  } else {
+    const __m512i v0 = _mm512_maskz_loadu_epi8(byte_mask(left * 32), codes);
+    const __m512i v1 = _mm512_maskz_loadu_epi8(byte_mask(left * 32 - 64), codes + 64);
+    const __m512i dot0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v0, s.lo);
+    const __m512i dot1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v1, s.hi);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0), mul_lo, acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1), mul_hi, acc);
+  }
+}
+
+// Group scales of the 4 blocks of step b for column j, spread like StepActs::d_lo/d_hi.
+template <int kBits>
+inline void step_scales(const QMatrixView& w, int64_t j, int64_t nb, int64_t b, __m512& s_lo,
+                        __m512& s_hi) {
+  const int64_t bpg = w.group_size / kQBlock;
+  const float* sc = w.scales + j * w.n_groups;
+  const int64_t last = std::min(nb - 1, b + kStepBlocks - 1);
+  const __m128 s4 = _mm_setr_ps(sc[b / bpg], sc[std::min(b + 1, last) / bpg],
+                                sc[std::min(b + 2, last) / bpg], sc[last / bpg]);
+  const __m512 s = _mm512_castps128_ps512(s4);
+  if constexpr (kBits == 4) {
+    s_lo =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), s);
+    s_hi = s_lo;
+  } else {
+    s_lo =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), s);
+    s_hi =
+        _mm512_permutexvar_ps(_mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), s);
+  }
+}
+
+// y[r, j0 .. j0+NC) for every row: NC columns stream their codes together; the rows reuse
+// them from L1. `kWhole`: every group is a whole number of steps (or there is one group), so
+// the group scale multiplies a group's sum once instead of every step.
+template <int kBits, bool kWhole, int NC>
+void gemv_cols(const QLinearArgs& args, int64_t j0) {
+  const QMatrixView& w = *args.w;
+  const QActsView& a = *args.a;
+  const int64_t nb = w.blocks();
+  const size_t col_bytes = w.code_bytes_per_column();
+  const int64_t steps_per_group =
+      kWhole ? (w.group_size / kQBlock + kStepBlocks - 1) / kStepBlocks : 1;
+  for (int64_t r = 0; r < a.m; ++r) {
+    __m512 acc[NC];
+    for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
+    if constexpr (kWhole) {
+      for (int64_t g = 0; g < w.n_groups; ++g) {
+        __m512 gacc[NC];
+        for (int c = 0; c < NC; ++c) gacc[c] = _mm512_setzero_ps();
+        const int64_t b_end = std::min(nb, (g + 1) * steps_per_group * kStepBlocks);
+        for (int64_t b = g * steps_per_group * kStepBlocks; b < b_end; b += kStepBlocks) {
+          const StepActs s = load_step<kBits>(a, r, nb, b);
+          const int64_t left = std::min<int64_t>(kStepBlocks, nb - b);
+          for (int c = 0; c < NC; ++c) {
+            const uint8_t* codes =
+                w.codes + static_cast<size_t>(j0 + c) * col_bytes + b * kQBlock * kBits / 8;
+            step_dot<kBits>(codes, left, s, s.d_lo, s.d_hi, gacc[c]);
+          }
+        }
+        for (int c = 0; c < NC; ++c) {
+          acc[c] =
+              _mm512_fmadd_ps(gacc[c], _mm512_set1_ps(w.scales[(j0 + c) * w.n_groups + g]), acc[c]);
+        }
+      }
+    } else {
+      for (int64_t b = 0; b < nb; b += kStepBlocks) {
+        const StepActs s = load_step<kBits>(a, r, nb, b);
+        const int64_t left = std::min<int64_t>(kStepBlocks, nb - b);
+        for (int c = 0; c < NC; ++c) {
+          __m512 s_lo, s_hi;
+          step_scales<kBits>(w, j0 + c, nb, b, s_lo, s_hi);
+          const uint8_t* codes =
+              w.codes + static_cast<size_t>(j0 + c) * col_bytes + b * kQBlock * kBits / 8;
+          step_dot<kBits>(codes, left, s, _mm512_mul_ps(s.d_lo, s_lo), _mm512_mul_ps(s.d_hi, s_hi),
+                          acc[c]);
+        }
+      }
+    }
+    for (int c = 0; c < NC; ++c) {
+      const int64_t j = j0 + c;
+      float y = hsum(acc[c]);
+      if (w.zero_terms != nullptr || w.uniform_zero != 0.0f) y += zero_share(w, a, r, j);
+      if (args.bias != nullptr) y += args.bias[j];
+      args.y[r * w.n + j] = y;
+    }
+  }
+}
+
+template <int kBits, bool kWhole>
+void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  int64_t j = n_begin;
+  for (; j + kGemvCols <= n_end; j += kGemvCols) gemv_cols<kBits, kWhole, kGemvCols>(args, j);
+  for (; j < n_end; ++j) gemv_cols<kBits, kWhole, 1>(args, j);
+}
+
+// ---------------------------------------------------------------------------------------
+// GEMM. A panel of 32 columns is unpacked, a chunk of blocks at a time, into
+// [block][input quad][32 columns] u8x4 words, so that one vpdpbusd multiplies 4 inputs of 16
+// columns by 4 activations of one row broadcast to every lane: the column panel is unpacked
+// once per call and reused by every row tile, and each row's block needs one int->float
+// conversion per 16 columns instead of one per column.
+
+constexpr int kPanelCols = 32;
+constexpr int64_t kChunkBlocks = 16;  // 16 blocks x 32 columns x 32 bytes = 16 KiB of panel
+constexpr int kQuads = kQBlock / 4;   // 8 groups of 4 inputs per block
+constexpr int kGemmRows = 4;
+
+// 16x16 transpose of 32-bit words held in r[0..15].
+inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // Now r[4a + b] holds, in each 128-bit lane L, word 4L + b of rows 4a..4a+3. Gather
+  // lane L of r[b], r[4 + b], r[8 + b], r[12 + b] into one register: word 4L + b of all rows.
+  for (int b = 0; b < 4; ++b) {
+    const __m512i a0 = _mm512_shuffle_i32x4(r[b], r[4 + b], 0x88);  // L0, L2 | L0, L2
+    const __m512i a1 = _mm512_shuffle_i32x4(r[b], r[4 + b], 0xDD);  // L1, L3 | L1, L3
+    const __m512i b0 = _mm512_shuffle_i32x4(r[8 + b], r[12 + b], 0x88);
+    const __m512i b1 = _mm512_shuffle_i32x4(r[8 + b], r[12 + b], 0xDD);
+    t[b] = _mm512_shuffle_i32x4(a0, b0, 0x88);       // lane 0 of all four
+    t[4 + b] = _mm512_shuffle_i32x4(a1, b1, 0x88);   // lane 1
+    t[8 + b] = _mm512_shuffle_i32x4(a0, b0, 0xDD);   // lane 2
+    t[12 + b] = _mm512_shuffle_i32x4(a1, b1, 0xDD);  // lane 3
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// Codes of blocks b, b+1 of one column in natural input order (64 bytes; a missing b+1,
+// `pair` false, reads as zeros).
+template <int kBits>
+inline __m512i natural_pair(const uint8_t* col, int64_t b, bool pair) {
+  if constexpr (kBits == 4) {
+    const __m256i v =
+        _mm256_maskz_loadu_epi8(pair ? ~__mmask32{0} : __mmask32{0xFFFF}, col + b * (kQBlock / 2));
+    // 128-bit lanes: block b, block b, block b+1, block b+1; odd lanes take the high nibbles.
+    const __m512i z =
+        _mm512_shuffle_i64x2(_mm512_castsi256_si512(v), _mm512_castsi256_si512(v), 0x50);
+    const __m512i shifted =
+        _mm512_srlv_epi16(z, _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0,
+                                               0x0004000400040004, 0x0004000400040004));
+    return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0F));
+  } else {
+    return _mm512_maskz_loadu_epi8(pair ? ~__mmask64{0} : __mmask64{0xFFFFFFFF}, col + b * kQBlock);
+  }
+}
+
+// Unpacks blocks [b0, b0 + nbk) of columns [j0, j0 + nc) into panel[blk][quad][32 cols].
+template <int kBits>
+void unpack_panel(const QMatrixView& w, int64_t j0, int nc, int64_t b0, int64_t nbk,
+                  int32_t* panel) {
+  const size_t col_bytes = w.code_bytes_per_column();
+  for (int half = 0; half < 2; ++half) {
+    for (int64_t blk = 0; blk < nbk; blk += 2) {
+      const bool pair = blk + 1 < nbk;
+      __m512i r[16];
+      for (int c = 0; c < 16; ++c) {
+        const int col = half * 16 + c;
+        r[c] = col < nc ? natural_pair<kBits>(w.codes + static_cast<size_t>(j0 + col) * col_bytes,
+                                              b0 + blk, pair)
+                        : _mm512_setzero_si512();
+      }
+      transpose16(r);
+      // r[t] = input quad t of the pair for the 16 columns: quads 0..7 block blk, 8..15 blk+1.
+      for (int t = 0; t < (pair ? 16 : 8); ++t) {
+        _mm512_store_si512(
+            panel + ((blk + t / kQuads) * kQuads + t % kQuads) * kPanelCols + half * 16, r[t]);
+      }
+    }
+  }
+}
+
+// y[r0 .. r0+R, panel] += the chunk's share. `tables`: per group of the chunk, 32 scales then
+// 32 zero terms.
+template <int R>
+void gemm_rows(const QLinearArgs& args, const int32_t* panel, const float* tables, int64_t g_first,
+               int64_t j0, int nc, int64_t b0, int64_t nbk, int64_t r0, bool first_chunk) {
+  const QMatrixView& w = *args.w;
+  const QActsView& a = *args.a;
+  const int64_t nb = w.blocks();
+  const int64_t bpg = w.group_size / kQBlock;
+  const __mmask16 m_lo = lane_mask(nc), m_hi = lane_mask(nc - 16);
+  __m512 acc[R][2];
+  for (int i = 0; i < R; ++i) {
+    float* y = args.y + (r0 + i) * w.n + j0;
+    if (first_chunk) {
+      acc[i][0] =
+          args.bias != nullptr ? _mm512_maskz_loadu_ps(m_lo, args.bias + j0) : _mm512_setzero_ps();
+      acc[i][1] = args.bias != nullptr ? _mm512_maskz_loadu_ps(m_hi, args.bias + j0 + 16)
+                                       : _mm512_setzero_ps();
+    } else {
+      acc[i][0] = _mm512_maskz_loadu_ps(m_lo, y);
+      acc[i][1] = _mm512_maskz_loadu_ps(m_hi, y + 16);
+    }
+  }
+  for (int64_t blk = 0; blk < nbk; ++blk) {
+    const int64_t b = b0 + blk;
+    const int64_t g = b / bpg;
+    const float* tab = tables + (g - g_first) * 2 * kPanelCols;
+    if (b % bpg == 0) {
+      // First block of group g: add its zero terms once.
+      const __m512 z0 = _mm512_load_ps(tab + kPanelCols),
+                   z1 = _mm512_load_ps(tab + kPanelCols + 16);
+      for (int i = 0; i < R; ++i) {
+        const __m512 gs = _mm512_set1_ps(a.gsum[(r0 + i) * w.n_groups + g]);
+        acc[i][0] = _mm512_fmadd_ps(z0, gs, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(z1, gs, acc[i][1]);
+      }
+    }
+    const int32_t* pw = panel + blk * kQuads * kPanelCols;
+    __m512i dot[R][2];
+    for (int i = 0; i < R; ++i) dot[i][0] = dot[i][1] = _mm512_setzero_si512();
+    for (int t = 0; t < kQuads; ++t) {
+      const __m512i w0 = _mm512_load_si512(pw + t * kPanelCols);
+      const __m512i w1 = _mm512_load_si512(pw + t * kPanelCols + 16);
+      for (int i = 0; i < R; ++i) {
+        int32_t q4;
+        std::memcpy(&q4, a.q + (r0 + i) * a.k_pad + b * kQBlock + t * 4, 4);
+        const __m512i qb = _mm512_set1_epi32(q4);
+        dot[i][0] = _mm512_dpbusd_epi32(dot[i][0], w0, qb);
+        dot[i][1] = _mm512_dpbusd_epi32(dot[i][1], w1, qb);
+      }
+    }
+    const __m512 s0 = _mm512_load_ps(tab), s1 = _mm512_load_ps(tab + 16);
+    for (int i = 0; i < R; ++i) {
+      const __m512 d = _mm512_set1_ps(a.d[(r0 + i) * nb + b]);
+      acc[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][0]), _mm512_mul_ps(d, s0), acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][1]), _mm512_mul_ps(d, s1), acc[i][1]);
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    float* y = args.y + (r0 + i) * w.n + j0;
+    _mm512_mask_storeu_ps(y, m_lo, acc[i][0]);
+    _mm512_mask_storeu_ps(y + 16, m_hi, acc[i][1]);
+  }
+}
+
+template <int kBits>
+void gemm(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  const QMatrixView& w = *args.w;
+  const QActsView& a = *args.a;
+  const int64_t nb = w.blocks();
+  const int64_t bpg = w.group_size / kQBlock;
+  alignas(64) int32_t panel[kChunkBlocks * kQuads * kPanelCols];
+  // A chunk of 16 blocks touches at most 16 groups (groups are at least one block).
+  alignas(64) float tables[kChunkBlocks * 2 * kPanelCols];
+  for (int64_t j0 = n_begin; j0 < n_end; j0 += kPanelCols) {
+    const int nc = static_cast<int>(std::min<int64_t>(kPanelCols, n_end - j0));
+    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+      const int64_t nbk = std::min(kChunkBlocks, nb - b0);
+      unpack_panel<kBits>(w, j0, nc, b0, nbk, panel);
+      const int64_t g_first = b0 / bpg, g_last = (b0 + nbk - 1) / bpg;
+      for (int64_t g = g_first; g <= g_last; ++g) {
+        float* tab = tables + (g - g_first) * 2 * kPanelCols;
+        for (int c = 0; c < kPanelCols; ++c) {
+          const size_t at = static_cast<size_t>((j0 + c) * w.n_groups + g);
+          const float s = c < nc ? w.scales[at] : 0.0f;
+          tab[c] = s;
+          tab[kPanelCols + c] =
+              c >= nc ? 0.0f : (w.zero_terms != nullptr ? w.zero_terms[at] : -s * w.uniform_zero);
+        }
+      }
+      const bool first = b0 == 0;
+      int64_t r0 = 0;
+      for (; r0 + kGemmRows <= a.m; r0 += kGemmRows) {
+        gemm_rows<kGemmRows>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
+      }
+      switch (a.m - r0) {
+        case 3:
+          gemm_rows<3>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
+          break;
+        case 2:
+          gemm_rows<2>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
+          break;
+        case 1:
+          gemm_rows<1>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void qlinear_gemv_avx512(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  const QMatrixView& w = *args.w;
+  const bool whole = w.n_groups == 1 || w.group_size % (kStepBlocks * kQBlock) == 0;
+  if (w.bits == 4) {
+    whole ? gemv<4, true>(args, n_begin, n_end) : gemv<4, false>(args, n_begin, n_end);
+  } else {
+    QS_CHECK(w.bits == 8);
+    whole ? gemv<8, true>(args, n_begin, n_end) : gemv<8, false>(args, n_begin, n_end);
+  }
+}
+
+void qlinear_gemm_avx512(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  if (args.w->bits == 4) {
+    gemm<4>(args, n_begin, n_end);
+  } else {
+    QS_CHECK(args.w->bits == 8);
+    gemm<8>(args, n_begin, n_end);
+  }
+}
+
+QActsView quantize_acts_avx512(const QMatrixView& w, const float* x, int64_t m, void* buf) {
+  const int64_t nb = w.blocks();
+  auto* base = static_cast<uint8_t*>(buf);
+  QActsView a;
+  a.m = m;
+  a.k_pad = w.k_pad;
+  a.n_groups = w.n_groups;
+  a.group_size = w.group_size;
+  auto* q = reinterpret_cast<int8_t*>(base);
+  base += round_up(static_cast<size_t>(m * w.k_pad), kAlign);
+  auto* d = reinterpret_cast<float*>(base);
+  base += round_up(static_cast<size_t>(m * nb) * sizeof(float), kAlign);
+  auto* gsum = reinterpret_cast<float*>(base);
+  base += round_up(static_cast<size_t>(m * w.n_groups) * sizeof(float), kAlign);
+  auto* qsum = reinterpret_cast<int32_t*>(base);
+  a.q = q;
+  a.d = d;
+  a.gsum = gsum;
+  a.qsum = qsum;
+
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  const int64_t bpg = w.group_size / kQBlock;
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * w.k;
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t c0 = b * kQBlock;
+      const __mmask16 m0 = lane_mask(w.k - c0), m1 = lane_mask(w.k - c0 - 16);
+      __m512 v0, v1;
+      if (w.perm != nullptr) {
+        const __m512i i0 = _mm512_maskz_loadu_epi32(m0, w.perm + c0);
+        const __m512i i1 = _mm512_maskz_loadu_epi32(m1, w.perm + c0 + 16);
+        v0 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m0, i0, xr, 4);
+        v1 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m1, i1, xr, 4);
+      } else {
+        v0 = _mm512_maskz_loadu_ps(m0, xr + c0);
+        v1 = _mm512_maskz_loadu_ps(m1, xr + c0 + 16);
+      }
+      const float amax = _mm512_reduce_max_ps(
+          _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+      // The scalar formulas of quantize_acts: id = 127 / amax, q = round-half-even(x * id).
+      const __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
+      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
+      int8_t* qb = q + r * w.k_pad + c0;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtsepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtsepi32_epi8(q1));
+      d[r * nb + b] = amax / 127.0f;
+      qsum[r * nb + b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+    for (int64_t g = 0; g < w.n_groups; ++g) {
+      float s = 0.0f;
+      const int64_t b_end = std::min(nb, (g + 1) * bpg);
+      for (int64_t b = g * bpg; b < b_end; ++b) {
+        s += d[r * nb + b] * static_cast<float>(qsum[r * nb + b]);
+      }
+      gsum[r * w.n_groups + g] = s;
+    }
+  }
+  return a;
+}
+
+}  // namespace qs::kernels::cpu
