@@ -7,18 +7,49 @@
 
 #include "core/log.h"
 #include "io/checkpoint.h"
+#include "models/linear_loader.h"
 #include "ops/elementwise.h"
 #include "ops/linear.h"
 
 namespace qs::models {
 namespace {
 
-// Checks every expected tensor at once so that a broken checkpoint is reported in one go.
-Status validate_tensors(const io::Checkpoint& ckpt, const ModelConfig& config) {
+// Linear weights ("..._proj.weight", "lm_head.weight") may be stored quantized under other
+// names; LinearLoader checks them against their layout instead.
+bool is_linear_weight(const std::string& name) {
+  constexpr std::string_view kProj = "_proj.weight";
+  return name == "lm_head.weight" ||
+         (name.size() > kProj.size() &&
+          name.compare(name.size() - kProj.size(), kProj.size(), kProj) == 0);
+}
+
+std::string module_of(const std::string& weight_name) {
+  return weight_name.substr(0, weight_name.size() - std::string_view(".weight").size());
+}
+
+Status report(const std::string& dir, const ModelConfig& config,
+              const std::vector<std::string>& problems) {
+  if (problems.empty()) return ok_status();
+  std::string msg = dir + ": checkpoint does not match " + config.architecture + ":";
+  const size_t shown = std::min<size_t>(problems.size(), 8);
+  for (size_t i = 0; i < shown; ++i) msg += "\n  " + problems[i];
+  if (problems.size() > shown) {
+    msg += "\n  ... and " + std::to_string(problems.size() - shown) + " more";
+  }
+  return invalid_argument(msg);
+}
+
+// Checks every expected non-linear tensor at once so that a broken checkpoint is reported
+// in one go (the linears' problems are collected by LinearLoader and reported with these).
+std::vector<std::string> validate_tensors(const io::Checkpoint& ckpt, const ModelConfig& config) {
   std::vector<std::string> problems;
-  std::set<std::string> expected_names;
   for (const TensorSpec& spec : expected_tensors(config)) {
-    expected_names.insert(spec.name);
+    if (is_linear_weight(spec.name)) continue;
+    if (ckpt.has(module_of(spec.name) + ".qweight")) {
+      problems.push_back("tensor '" + spec.name + "' is stored quantized, which is supported " +
+                         "for linear layers only");
+      continue;
+    }
     if (!ckpt.has(spec.name)) {
       problems.push_back("tensor '" + spec.name + "' is missing (expected shape " +
                          shape_string(spec.shape) + ")");
@@ -35,23 +66,24 @@ Status validate_tensors(const io::Checkpoint& ckpt, const ModelConfig& config) {
                          dtype_name(t->dtype) + ", expected a float type");
     }
   }
-  if (!problems.empty()) {
-    std::string msg = ckpt.dir() + ": checkpoint does not match " + config.architecture + ":";
-    const size_t shown = std::min<size_t>(problems.size(), 8);
-    for (size_t i = 0; i < shown; ++i) msg += "\n  " + problems[i];
-    if (problems.size() > shown) {
-      msg += "\n  ... and " + std::to_string(problems.size() - shown) + " more";
-    }
-    return invalid_argument(msg);
+  return problems;
+}
+
+// Tensors nothing consumed: logged, as transformers does, not fatal.
+void warn_unexpected(const io::Checkpoint& ckpt, const ModelConfig& config,
+                     const std::set<std::string>& consumed) {
+  std::set<std::string> expected_names;
+  for (const TensorSpec& spec : expected_tensors(config)) {
+    if (!is_linear_weight(spec.name)) expected_names.insert(spec.name);
   }
   for (const std::string& name : ckpt.names()) {
     // Tied checkpoints may still carry lm_head.weight, which transformers ignores too.
-    if (expected_names.count(name) == 0 &&
-        !(config.tie_word_embeddings && name == "lm_head.weight")) {
+    const bool known =
+        expected_names.count(name) > 0 || consumed.count(name) > 0 || name.ends_with("_proj.bias");
+    if (!known && !(config.tie_word_embeddings && name.starts_with("lm_head."))) {
       QS_LOG_WARN("%s: ignoring unexpected tensor '%s'", ckpt.dir().c_str(), name.c_str());
     }
   }
-  return ok_status();
 }
 
 // Validated above: present, right shape, float dtype.
@@ -84,26 +116,58 @@ void embed_row(const Tensor& embed, int32_t id, float* out) {
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOptions& options) {
-  (void)options;  // TEMPORARY: quantization detection lands with the loader
   QS_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
+  QS_ASSIGN_OR_RETURN(nlohmann::json raw_config, io::read_json(dir + "/config.json"));
+  QS_ASSIGN_OR_RETURN(io::QuantConfig quant, io::load_quant_config(dir, raw_config));
+  if (!options.quantization.empty()) {
+    QS_RETURN_IF_ERROR(io::check_requested_quantization(quant, options.quantization));
+  }
+  if (quant.quantized()) QS_LOG_INFO("%s: %s", dir.c_str(), quant.summary().c_str());
   QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(dir));
-  QS_RETURN_IF_ERROR(validate_tensors(ckpt, config));
+  std::vector<std::string> problems = validate_tensors(ckpt, config);
 
   auto m = std::unique_ptr<Model>(new Model());
   m->config_ = config;
+  m->quant_ = quant;
   m->inv_freq_ = rope_inv_freq(config);
-  m->embed_ = get(ckpt, "model.embed_tokens.weight");
+  LinearLoader linears(ckpt, m->quant_);
+  // Linear weights are loaded even when other tensors are already known to be broken, so
+  // that one error lists every problem.
+  std::vector<std::pair<std::string, ops::LinearWeight*>> order;
+  auto linear = [&](const std::string& module, int64_t n, int64_t k, ops::LinearWeight* w) {
+    LinearInfo info;
+    info.name = module;
+    linears.load(module, n, k, w, &info.scheme, &info.stored_bytes);
+    m->linear_infos_.push_back(info);
+    order.emplace_back(module, w);
+  };
+  const int64_t hidden = config.hidden_size, inter = config.intermediate_size;
+  const int64_t q_dim = config.n_heads * config.head_dim;
+  const int64_t kv_dim = config.n_kv_heads * config.head_dim;
   m->layers_.resize(config.n_layers);
+  for (int64_t i = 0; i < config.n_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    DecoderLayerWeights& l = m->layers_[i];
+    linear(p + "self_attn.q_proj", q_dim, hidden, &l.attn.wq);
+    linear(p + "self_attn.k_proj", kv_dim, hidden, &l.attn.wk);
+    linear(p + "self_attn.v_proj", kv_dim, hidden, &l.attn.wv);
+    linear(p + "self_attn.o_proj", hidden, q_dim, &l.attn.wo);
+    linear(p + "mlp.gate_proj", inter, hidden, &l.mlp.gate);
+    linear(p + "mlp.up_proj", inter, hidden, &l.mlp.up);
+    linear(p + "mlp.down_proj", hidden, inter, &l.mlp.down);
+  }
+  if (!config.tie_word_embeddings) linear("lm_head", config.vocab_size, hidden, &m->lm_head_);
+  problems.insert(problems.end(), linears.problems().begin(), linears.problems().end());
+  QS_RETURN_IF_ERROR(report(dir, config, problems));
+  warn_unexpected(ckpt, config, linears.consumed());
+
+  m->embed_ = get(ckpt, "model.embed_tokens.weight");
   for (int64_t i = 0; i < config.n_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     DecoderLayerWeights& l = m->layers_[i];
     l.attn_norm = get_f32(ckpt, p + "input_layernorm.weight");
     l.mlp_norm = get_f32(ckpt, p + "post_attention_layernorm.weight");
     AttentionWeights& a = l.attn;
-    a.wq = get(ckpt, p + "self_attn.q_proj.weight");
-    a.wk = get(ckpt, p + "self_attn.k_proj.weight");
-    a.wv = get(ckpt, p + "self_attn.v_proj.weight");
-    a.wo = get(ckpt, p + "self_attn.o_proj.weight");
     a.bq = get_f32_if(config.qkv_bias, ckpt, p + "self_attn.q_proj.bias");
     a.bk = get_f32_if(config.qkv_bias, ckpt, p + "self_attn.k_proj.bias");
     a.bv = get_f32_if(config.qkv_bias, ckpt, p + "self_attn.v_proj.bias");
@@ -112,16 +176,40 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
     a.k_norm = get_f32_if(config.qk_norm, ckpt, p + "self_attn.k_norm.weight");
     a.sliding_window = config.sliding_window[i];
     MlpWeights& f = l.mlp;
-    f.gate = get(ckpt, p + "mlp.gate_proj.weight");
-    f.up = get(ckpt, p + "mlp.up_proj.weight");
-    f.down = get(ckpt, p + "mlp.down_proj.weight");
     f.b_gate = get_f32_if(config.mlp_bias, ckpt, p + "mlp.gate_proj.bias");
     f.b_up = get_f32_if(config.mlp_bias, ckpt, p + "mlp.up_proj.bias");
     f.b_down = get_f32_if(config.mlp_bias, ckpt, p + "mlp.down_proj.bias");
   }
   m->final_norm_ = get_f32(ckpt, "model.norm.weight");
-  m->lm_head_ = config.tie_word_embeddings ? m->embed_ : get(ckpt, "lm_head.weight");
+  if (config.tie_word_embeddings) {
+    m->lm_head_ = ops::LinearWeight(m->embed_);
+    LinearInfo info;
+    info.name = "lm_head";
+    info.stored_bytes = m->embed_.nbytes();
+    m->linear_infos_.push_back(info);
+    order.emplace_back("lm_head", &m->lm_head_);
+  }
+  for (size_t i = 0; i < order.size(); ++i) m->linear_infos_[i].weight = order[i].second;
   return m;
+}
+
+std::vector<LinearInfo> Model::linears() const {
+  return linear_infos_;
+}
+
+size_t Model::decode_weight_bytes() const {
+  size_t bytes = 0;
+  for (const LinearInfo& l : linear_infos_) bytes += l.weight->resident_bytes();
+  for (const DecoderLayerWeights& l : layers_) {
+    bytes +=
+        (l.attn_norm.size() + l.mlp_norm.size() + l.attn.q_norm.size() + l.attn.k_norm.size()) *
+        sizeof(float);
+  }
+  return bytes + final_norm_.size() * sizeof(float);
+}
+
+size_t Model::resident_weight_bytes() const {
+  return decode_weight_bytes() + (config_.tie_word_embeddings ? 0 : embed_.nbytes());
 }
 
 Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLayer> kv,
