@@ -69,12 +69,13 @@ Status unpack(const QuantScheme& scheme, const StoredTensors& stored, int64_t n,
   w.scale_dtype = scales.dtype;
   const int64_t groups = w.n_groups(), words = n / 8;
   w.codes.resize(static_cast<size_t>(n * k));
-  for (int64_t i = 0; i < k; ++i) {
-    for (int64_t c = 0; c < words; ++c) {
+  // Word column outer: the 8 output rows it feeds are written sequentially.
+  for (int64_t c = 0; c < words; ++c) {
+    uint8_t* rows[8];
+    for (int p = 0; p < 8; ++p) rows[p] = w.codes.data() + (8 * c + kOrder[p]) * k;
+    for (int64_t i = 0; i < k; ++i) {
       const uint32_t word = load_word(qweight, i * words + c);
-      for (int p = 0; p < 8; ++p) {
-        w.codes[(8 * c + kOrder[p]) * k + i] = static_cast<uint8_t>((word >> (4 * p)) & 15);
-      }
+      for (int p = 0; p < 8; ++p) rows[p][i] = static_cast<uint8_t>((word >> (4 * p)) & 15);
     }
   }
   w.zeros.resize(static_cast<size_t>(n * groups));
@@ -106,12 +107,12 @@ Result<StoredTensors> pack(const QuantScheme& scheme, const QuantizedWeight& w) 
     }
   }
   Tensor qweight = Tensor::zeros(DType::kI32, {k, words});
-  for (int64_t i = 0; i < k; ++i) {
-    for (int64_t c = 0; c < words; ++c) {
+  for (int64_t c = 0; c < words; ++c) {
+    const uint8_t* rows[8];
+    for (int p = 0; p < 8; ++p) rows[p] = w.codes.data() + (8 * c + kOrder[p]) * k;
+    for (int64_t i = 0; i < k; ++i) {
       uint32_t word = 0;
-      for (int p = 0; p < 8; ++p) {
-        word |= static_cast<uint32_t>(w.codes[(8 * c + kOrder[p]) * k + i]) << (4 * p);
-      }
+      for (int p = 0; p < 8; ++p) word |= static_cast<uint32_t>(rows[p][i]) << (4 * p);
       store_word(qweight, i * words + c, word);
     }
   }

@@ -91,9 +91,24 @@ Status unpack(const QuantScheme& scheme, const StoredTensors& stored, int64_t n,
   const int64_t col_words = k * b / 32, zero_words = n * b / 32;
 
   w.codes.resize(static_cast<size_t>(n * k));
-  for (int64_t j = 0; j < n; ++j) {
-    const std::vector<uint32_t> words = gather_words(qweight, j, n, col_words);
-    unpack_stream(words.data(), k, b, w.codes.data() + j * k);
+  if (32 % b == 0) {
+    // 2/4/8 bits: whole values per word; this is the loader's hot loop, so no gather.
+    const int per_word = 32 / b;
+    const uint32_t mask = (1u << b) - 1;
+    for (int64_t j = 0; j < n; ++j) {
+      uint8_t* codes = w.codes.data() + j * k;
+      for (int64_t r = 0; r < col_words; ++r) {
+        const uint32_t word = load_word(qweight, r * n + j);
+        for (int i = 0; i < per_word; ++i) {
+          codes[r * per_word + i] = static_cast<uint8_t>((word >> (b * i)) & mask);
+        }
+      }
+    }
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      const std::vector<uint32_t> words = gather_words(qweight, j, n, col_words);
+      unpack_stream(words.data(), k, b, w.codes.data() + j * k);
+    }
   }
   w.zeros.resize(static_cast<size_t>(n * groups));
   w.scales.resize(static_cast<size_t>(n * groups));

@@ -7,18 +7,6 @@
 
 namespace qs::formats {
 
-uint32_t load_word(const Tensor& t, int64_t i) {
-  QS_CHECK(dtype_size(t.dtype) == 4);
-  uint32_t v;
-  std::memcpy(&v, static_cast<const char*>(t.data) + i * 4, 4);
-  return v;
-}
-
-void store_word(const Tensor& t, int64_t i, uint32_t v) {
-  QS_CHECK(dtype_size(t.dtype) == 4);
-  std::memcpy(static_cast<char*>(t.data) + i * 4, &v, 4);
-}
-
 int64_t load_int(const Tensor& t, int64_t i) {
   const char* p = static_cast<const char*>(t.data);
   switch (t.dtype) {
@@ -112,15 +100,22 @@ void pack_stream(const uint8_t* values, int64_t count, int bits, uint32_t* words
 void unpack_aligned(const uint32_t* words, int64_t count, int bits, uint8_t* out) {
   const int64_t per_word = 32 / bits;
   const uint32_t mask = (1u << bits) - 1;
-  for (int64_t j = 0; j < count; ++j) {
-    out[j] = static_cast<uint8_t>((words[j / per_word] >> (bits * (j % per_word))) & mask);
+  for (int64_t w = 0, j = 0; j < count; ++w) {
+    const uint32_t word = words[w];
+    for (int64_t i = 0; i < per_word && j < count; ++i, ++j) {
+      out[j] = static_cast<uint8_t>((word >> (bits * i)) & mask);
+    }
   }
 }
 
 void pack_aligned(const uint8_t* values, int64_t count, int bits, uint32_t* words) {
   const int64_t per_word = 32 / bits;
-  for (int64_t j = 0; j < count; ++j) {
-    words[j / per_word] |= static_cast<uint32_t>(values[j]) << (bits * (j % per_word));
+  for (int64_t w = 0, j = 0; j < count; ++w) {
+    uint32_t word = words[w];
+    for (int64_t i = 0; i < per_word && j < count; ++i, ++j) {
+      word |= static_cast<uint32_t>(values[j]) << (bits * i);
+    }
+    words[w] = word;
   }
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,16 @@ const LayoutDef& ct_packed_layout_def();
 const LayoutDef& ct_int_layout_def();
 const LayoutDef& fp8_layout_def();
 
-// Element i of a tensor of int32/uint32 words, as unsigned bits.
-uint32_t load_word(const Tensor& t, int64_t i);
-void store_word(const Tensor& t, int64_t i, uint32_t v);
+// Element i of a tensor of int32 words (dtype checked by check_stored), as unsigned bits.
+// Inline: unpack calls it once per stored word.
+inline uint32_t load_word(const Tensor& t, int64_t i) {
+  uint32_t v;
+  std::memcpy(&v, static_cast<const char*>(t.data) + i * 4, 4);
+  return v;
+}
+inline void store_word(const Tensor& t, int64_t i, uint32_t v) {
+  std::memcpy(static_cast<char*>(t.data) + i * 4, &v, 4);
+}
 // Element i of an I8/I16/I32/I64 tensor (QS_CHECK on any other dtype).
 int64_t load_int(const Tensor& t, int64_t i);
 // Element i of an F32/F16/BF16 tensor as f32, and the converse (rounding to the dtype).

@@ -3,6 +3,7 @@
 // kernels index with (codes, zeros, g_idx) is range-checked here, once, at load.
 #include "formats/quantized_weight.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -57,7 +58,10 @@ Status QuantizedWeight::validate() const {
   }
   if (code_type == CodeType::kUint) {
     const int32_t levels = 1 << bits;
-    for (int64_t i = 0; i < n * k; ++i) {
+    // One branch-free pass (the loader runs this on every weight), then find the culprit.
+    uint8_t max_code = 0;
+    for (uint8_t c : codes) max_code = std::max(max_code, c);
+    for (int64_t i = 0; max_code >= levels && i < n * k; ++i) {
       if (codes[i] >= levels) {
         return data_loss("code " + at(i / k, i % k) + " = " + std::to_string(codes[i]) +
                          " does not fit " + std::to_string(bits) + " bits");
