@@ -184,13 +184,13 @@ Status make_model(const Flags& flags) {
   const uint64_t seed = seed_signed;
 
   QS_ASSIGN_OR_RETURN(models::ModelConfig parsed, models::parse_model_config(config));
+  const std::vector<models::TensorSpec> specs = models::expected_tensors(parsed);
+  QS_ASSIGN_OR_RETURN(std::optional<QuantPlan> plan, plan_quantization(flags, specs));
   const std::string out = flags.get("out");
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
   if (ec) return io_error("cannot create " + out + ": " + ec.message());
 
-  const std::vector<models::TensorSpec> specs = models::expected_tensors(parsed);
-  QS_ASSIGN_OR_RETURN(std::optional<QuantPlan> plan, plan_quantization(flags, specs));
   std::vector<std::pair<std::string, Tensor>> tensors;
   int64_t n_quantized = 0;
   for (const auto& spec : specs) {
