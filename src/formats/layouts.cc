@@ -51,6 +51,10 @@ const LayoutDef& layout_def(Layout layout) {
 Status check_stored(const std::string& prefix, const QuantScheme& scheme,
                     const StoredTensors& stored, int64_t n, int64_t k) {
   const LayoutDef& def = layout_def(scheme.layout);
+  if (n <= 0 || k <= 0) {
+    return invalid_argument(prefix + ": a linear weight of shape [" + std::to_string(n) + ", " +
+                            std::to_string(k) + "] cannot be quantized");
+  }
   const std::string context = prefix + " (" + scheme.describe() + ", weight [" + std::to_string(n) +
                               ", " + std::to_string(k) + "])";
   QS_RETURN_IF_ERROR(def.supports(scheme, n, k).with_context(context));

@@ -42,7 +42,9 @@ struct LayoutDef {
   Status (*unpack)(const QuantScheme& scheme, const StoredTensors& stored, int64_t n, int64_t k,
                    QuantizedWeight* out);
   // Encodes `w` in this layout: owning tensors named by suffix. The inverse of unpack for every
-  // weight the layout can represent; an error names what it cannot (e.g. awq with 3 bits).
+  // weight the layout can represent; an error names what it cannot (e.g. awq with 3 bits, a
+  // zero of 0 under GPTQ v1's zero-1, a scale not exact in w.scale_dtype). A g_idx is written
+  // where the layout has one and `w` carries one (or the scheme is act-order).
   Result<StoredTensors> (*pack)(const QuantScheme& scheme, const QuantizedWeight& w);
 };
 

@@ -96,6 +96,8 @@ TEST(FormatsErrors, ShapesALayoutCannotHold) {
                StatusCode::kInvalidArgument, {"k=96 is not a multiple of group_size=64"});
   expect_error(check_stored(kPrefix, scheme(Layout::kAwq, 8, 128, false), none, 64, 256),
                StatusCode::kUnimplemented, {kPrefix, "only 4-bit", "bits=8"});
+  expect_error(check_stored(kPrefix, scheme(Layout::kGptq, 4, 128, true), none, 0, 256),
+               StatusCode::kInvalidArgument, {"[0, 256] cannot be quantized"});
   expect_error(check_stored(kPrefix, scheme(Layout::kGptq, 5, 128, true), none, 64, 256),
                StatusCode::kUnimplemented, {"2, 3, 4 or 8 bits"});
 }
