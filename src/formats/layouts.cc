@@ -59,24 +59,27 @@ Status check_stored(const std::string& prefix, const QuantScheme& scheme,
                               ", " + std::to_string(k) + "])";
   QS_RETURN_IF_ERROR(def.supports(scheme, n, k).with_context(context));
   for (const TensorExpect& e : def.expected(scheme, n, k)) {
-    const std::string name = prefix + "." + e.suffix;
-    const std::string want = e.why + " " + e.suffix + " " + expected_shape(e) + " " +
-                             dtype_list(e.dtypes) + " (" + scheme.describe() + ")";
+    // "P.qweight <problem>: bits=4, k=896 and n=4864 imply qweight [112, 4864] I32 (scheme)"
+    auto error = [&](StatusCode code, const std::string& problem) {
+      return Status(code, prefix + "." + e.suffix + " " + problem + ": " + e.why + " " + e.suffix +
+                              " " + expected_shape(e) + " " + dtype_list(e.dtypes) + " (" +
+                              scheme.describe() + ")");
+    };
     auto it = stored.find(e.suffix);
     if (it == stored.end()) {
       if (!e.required) continue;
-      return not_found(name + " is missing: " + want);
+      return error(StatusCode::kNotFound, "is missing");
     }
     const Tensor& t = it->second;
     bool dtype_ok = false;
     for (DType d : e.dtypes) dtype_ok = dtype_ok || d == t.dtype;
     if (!dtype_ok) {
-      return invalid_argument(name + " has dtype " + dtype_name(t.dtype) + ", expected " +
-                              dtype_list(e.dtypes) + ": " + want);
+      return error(StatusCode::kInvalidArgument, std::string("has dtype ") + dtype_name(t.dtype) +
+                                                     ", expected " + dtype_list(e.dtypes));
     }
     if (!shape_matches(e, t.shape)) {
-      return invalid_argument(name + " has shape " + shape_string(t.shape) + ", expected " +
-                              expected_shape(e) + ": " + want);
+      return error(StatusCode::kInvalidArgument,
+                   "has shape " + shape_string(t.shape) + ", expected " + expected_shape(e));
     }
   }
   return ok_status();
