@@ -97,7 +97,7 @@ Result<QuantScheme> autoround_layer(const json& entry, const Where& w, const Qua
 }
 
 // block_name_to_quantize (or the older to_quant_block_names): a comma-joined string or a
-// list (possibly nested) of block-list prefixes.
+// list (possibly nested) of block-list prefixes; empty when the config names none.
 Result<std::vector<std::string>> autoround_blocks(const json& qc, const Where& w) {
   std::string key = "block_name_to_quantize";
   const json* v = find(qc, key);
@@ -105,8 +105,7 @@ Result<std::vector<std::string>> autoround_blocks(const json& qc, const Where& w
     key = "to_quant_block_names";
     v = find(qc, key);
   }
-  // Pure-LLM exports may omit it; our decoder's blocks are model.layers.N.
-  if (!v) return std::vector<std::string>{"model.layers"};
+  if (!v) return std::vector<std::string>{};
   std::vector<std::string> out;
   auto split = [&](const std::string& s) {
     std::stringstream ss(s);
@@ -198,6 +197,12 @@ Status parse_autoround(const json& qc, const Where& w, Parsed* p) {
   p->add(Match::kRouter, "", QuantScheme{});
   QS_ASSIGN_OR_RETURN(auto blocks, autoround_blocks(qc, w));
   for (const auto& b : blocks) p->add(Match::kBlock, b, d);
+  if (blocks.empty()) {
+    // Pure-LLM exports may omit the key and AutoRound's loader then finds the block lists
+    // itself; the decoder blocks we load are "<prefix>.layers.<i>" (model.layers.0,
+    // model.language_model.layers.0).
+    p->add(Match::kSearch, "layers.<i>", d, std::regex("(^|\\.)layers\\.[0-9]+\\."));
+  }
   p->add(Match::kAny, "", QuantScheme{});  // lm_head and everything outside the blocks
   return ok_status();
 }

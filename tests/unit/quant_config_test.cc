@@ -105,6 +105,10 @@ TEST(QuantConfigAutoRound, QuantizedLmHeadAndDefaultBlocks) {
   EXPECT_TRUE(same(c.scheme_for(kDown), scheme(Layout::kGptq, 4, 128, true, true)));
   EXPECT_TRUE(same(c.scheme_for(kRouter), kDense));
   EXPECT_TRUE(same(c.scheme_for("model.embed_tokens"), kDense));
+  // Blocks found without the key: any <prefix>.layers.<i> (AutoRound auto-detects them).
+  EXPECT_TRUE(same(c.scheme_for("model.language_model.layers.11.mlp.up_proj"),
+                   scheme(Layout::kGptq, 4, 128, true, true)));
+  EXPECT_TRUE(same(c.scheme_for("model.norm_layers.proj"), kDense));
 }
 
 // Packing formats as AutoRound's loader normalizes them (autoround.md §3.1).
@@ -473,6 +477,15 @@ TEST_F(QuantConfigLoad, SideFilesInOrder) {
   ASSERT_TRUE(ar.ok()) << ar.status().message();
   EXPECT_EQ(ar->method(), "auto-round");
   EXPECT_EQ(ar->source(), "quantization_config.json");
+}
+
+TEST_F(QuantConfigLoad, ModelOptSideFileIsRefused) {
+  write("hf_quant_config.json", R"({"producer": {"name": "modelopt", "version": "0.19.0"},
+      "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": null}})");
+  auto c = load_quant_config(dir_, json::object());
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(has(c.status().message(), "hf_quant_config.json: producer.name = \"modelopt\""))
+      << c.status().message();
 }
 
 TEST_F(QuantConfigLoad, BadJsonSideFileIsAnErrorNamingIt) {
