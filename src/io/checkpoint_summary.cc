@@ -309,7 +309,7 @@ std::string summary_to_text(const CheckpointSummary& s) {
   line(&out, "quantization", s.quant_method.empty() ? "none" : s.quant_summary);
   for (const auto& note : s.quant_notes) line(&out, "quantization note", note);
   if (s.linears.empty()) return out;
-  out += "linear layers:\n";
+  out += "linear layers (bytes per layer):\n";
   for (const auto& row : linear_table(s.linears)) out += row + "\n";
   uint64_t stored = 0, resident = 0, bf16 = 0;
   for (const auto& l : s.linears) {
