@@ -123,6 +123,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
     QS_RETURN_IF_ERROR(io::check_requested_quantization(quant, options.quantization));
   }
   if (quant.quantized()) QS_LOG_INFO("%s: %s", dir.c_str(), quant.summary().c_str());
+  for (const std::string& note : quant.notes()) QS_LOG_INFO("%s: %s", dir.c_str(), note.c_str());
   QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(dir));
   std::vector<std::string> problems = validate_tensors(ckpt, config);
 
