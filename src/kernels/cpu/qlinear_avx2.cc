@@ -151,8 +151,8 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
   const QActsView& x = *args.a;
   const int64_t n_blocks = w.blocks(), n_groups = w.n_groups;
   const int64_t blocks_per_group = w.group_size / kQBlock;
-  const uint8_t* codes[NC];
-  const float* scales[NC];
+  const uint8_t* codes[NC] = {};
+  const float* scales[NC] = {};
   const int64_t prefetch_ahead =
       std::max(kPrefetchBytes, 4 * static_cast<int64_t>(w.code_bytes_per_column()));
 #pragma GCC unroll 8
@@ -160,8 +160,8 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
     codes[c] = w.codes + (j0 + c) * w.code_bytes_per_column();
     scales[c] = w.scales + (j0 + c) * n_groups;
   }
-  const int8_t* q[MR];
-  const float* d[MR];
+  const int8_t* q[MR] = {};
+  const float* d[MR] = {};
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
     q[r] = x.q + (i0 + r) * x.k_pad;
