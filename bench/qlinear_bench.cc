@@ -1,0 +1,173 @@
+// Kernel lab for ops::linear on quantized weights: int4 g128 (symmetric) and int8 per-channel
+// at the Qwen2.5-0.5B shapes, every SIMD ISA, against the bf16 dense kernel on the same shape;
+// decode (m = 1, weights rotated over copies that overflow the 32 MiB L3, so DRAM is
+// measured), the GEMV/GEMM crossover (m = 4..32) and prefill (m = 128); 1 and 2 threads.
+// Counters: GB/s of resident weight bytes, GFLOP/s (2 m n k). Run:
+//   build/qlinear_bench --benchmark_filter=... (see docs/kernels.md)
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "formats/quant_scheme.h"
+#include "formats/quantized_weight.h"
+#include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/isa.h"
+#include "ops/linear.h"
+#include "ops/quant_matrix.h"
+
+namespace qs {
+namespace {
+
+using kernels::Isa;
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+
+// [n, k] as nn.Linear stores them.
+constexpr Shape kQwen05B[] = {
+    {"qwen0.5b_q_o", 896, 896},
+    {"qwen0.5b_kv", 128, 896},
+    {"qwen0.5b_gate_up", 4864, 896},
+    {"qwen0.5b_down", 896, 4864},
+};
+
+enum class Format { kBf16, kInt4G128, kInt8Channel };
+
+const char* format_name(Format f) {
+  switch (f) {
+    case Format::kBf16:
+      return "bf16";
+    case Format::kInt4G128:
+      return "int4_g128_sym";
+    case Format::kInt8Channel:
+      return "int8_per_channel_sym";
+  }
+  return "?";
+}
+
+uint32_t next(uint32_t& s) {
+  s = s * 1664525u + 1013904223u;
+  return s >> 8;
+}
+
+ops::LinearWeight make_weight(Format f, const Shape& shape, uint32_t seed) {
+  uint32_t s = seed * 2654435761u + 1;
+  if (f == Format::kBf16) {
+    Tensor w = Tensor::zeros(DType::kBF16, {shape.n, shape.k});
+    for (int64_t i = 0; i < shape.n * shape.k; ++i) {
+      w.ptr<uint16_t>()[i] =
+          f32_to_bf16(static_cast<float>(static_cast<int32_t>(next(s) % 2001) - 1000) / 16000.0f);
+    }
+    return w;
+  }
+  formats::QuantizedWeight q;
+  q.n = shape.n;
+  q.k = shape.k;
+  q.bits = f == Format::kInt4G128 ? 4 : 8;
+  q.group_size = f == Format::kInt4G128 ? 128 : shape.k;
+  q.codes.resize(static_cast<size_t>(q.n * q.k));
+  for (uint8_t& c : q.codes) c = static_cast<uint8_t>(next(s) % (1u << q.bits));
+  q.scales.resize(static_cast<size_t>(q.n * q.n_groups()));
+  for (float& v : q.scales) v = static_cast<float>(next(s) % 1000 + 1) / 1e5f;
+  q.zeros.assign(q.scales.size(), 1 << (q.bits - 1));
+  formats::QuantScheme scheme;
+  scheme.layout = formats::Layout::kGptq;
+  scheme.bits = q.bits;
+  scheme.group_size = f == Format::kInt4G128 ? 128 : -1;
+  auto made = ops::QuantMatrix::make(scheme, q);
+  if (!made.ok()) return {};
+  return ops::LinearWeight(*made);
+}
+
+// Copies of one weight to cycle through so that decode's working set exceeds the L3.
+int copies_for(int64_t m, size_t bytes) {
+  if (m > 8) return 1;  // prefill reuses each weight m times; the cache is not the question
+  constexpr size_t kWorkingSet = size_t{256} << 20;
+  return static_cast<int>(std::max<size_t>(1, (kWorkingSet + bytes - 1) / bytes));
+}
+
+void bm_qlinear(benchmark::State& state, Isa isa, Format f, Shape shape, int64_t m, int threads) {
+  std::vector<ops::LinearWeight> ws{make_weight(f, shape, 0)};
+  if (ws[0].empty()) {
+    state.SkipWithError("QuantMatrix::make failed");
+    return;
+  }
+  const size_t bytes = ws[0].resident_bytes();
+  for (int c = 1; c < copies_for(m, bytes); ++c) {
+    ws.push_back(make_weight(f, shape, static_cast<uint32_t>(c)));
+  }
+  std::vector<float> x(static_cast<size_t>(m * shape.k));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i * 37 % 101) / 64.0f - 0.78f;
+  std::vector<float> y(static_cast<size_t>(m * shape.n));
+  ThreadPool pool(threads);
+  size_t at = 0;
+  for (auto _ : state) {
+    const Status st = ops::linear_with_isa(isa, x.data(), m, ws[at], nullptr, y.data(), pool);
+    if (!st.ok()) {
+      state.SkipWithError(st.to_string().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(y.data());
+    at = (at + 1) % ws.size();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GB/s"] =
+      benchmark::Counter(iters * static_cast<double>(bytes) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      iters * 2.0 * static_cast<double>(m * shape.n * shape.k) / 1e9, benchmark::Counter::kIsRate);
+}
+
+void bm_bandwidth(benchmark::State& state, int threads) {
+  ThreadPool pool(threads);
+  double gbs = 0.0;
+  for (auto _ : state) gbs = kernels::measure_read_bandwidth_gbs(pool, size_t{1} << 30, 3);
+  state.counters["GB/s"] = gbs;
+}
+
+void register_all() {
+  for (int threads : {1, 2}) {
+    benchmark::RegisterBenchmark(("read_bandwidth/threads:" + std::to_string(threads)).c_str(),
+                                 bm_bandwidth, threads)
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (!kernels::isa_supported(isa)) continue;
+    for (int threads : {1, 2}) {
+      for (int64_t m :
+           {int64_t{1}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{128}}) {
+        for (const Shape& shape : kQwen05B) {
+          for (Format f : {Format::kInt4G128, Format::kInt8Channel, Format::kBf16}) {
+            const std::string name = std::string(shape.name) + "/" + kernels::isa_name(isa) + "/" +
+                                     format_name(f) + "/m:" + std::to_string(m) +
+                                     "/threads:" + std::to_string(threads);
+            benchmark::RegisterBenchmark(name.c_str(), bm_qlinear, isa, f, shape, m, threads)
+                ->Unit(benchmark::kMicrosecond)
+                ->UseRealTime();
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qs
+
+int main(int argc, char** argv) {
+  qs::register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
