@@ -248,6 +248,17 @@ TEST_F(QLinearAvx2Test, MatchesScalarOracle) {
   EXPECT_GT(cases, 500);
 }
 
+// Columns longer than the GEMM's stack panel (16384 inputs) take its in-register path.
+TEST_F(QLinearAvx2Test, LongColumnsMatchScalarOracle) {
+  std::mt19937 rng(99);
+  for (int bits : {4, 8}) {
+    for (int64_t m : {1, 5}) {
+      run_case({bits, 128, 16400, Zeros::kRandom, false}, m, 9, rng);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 // quantize_acts_avx2 on inputs that stress its rounding and bytes: exact .5 ties of x * id,
 // infinities and NaN (whose products are not numbers), tiny blocks whose 127 / amax overflows.
 TEST_F(QLinearAvx2Test, QuantizeActsEdgeValuesBitExact) {

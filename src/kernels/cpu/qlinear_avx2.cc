@@ -29,6 +29,7 @@ namespace {
 // saturate: 2 * 15 * 127 = 3810, and the two halves added still fit i16 (7620 < 32767).
 struct Int4 {
   static constexpr int64_t kBlockBytes = 16;
+  static constexpr bool kResident = true;  // codes read from the resident layout
   static __m256i pair_lanes() { return _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1); }
 
   struct Codes {
@@ -64,6 +65,24 @@ struct Int4 {
   }
 };
 
+// int4 codes the GEMM has unpacked into a panel once per column tile (unpack_int4), so that
+// its row tiles load them instead of unpacking them again: 32 bytes per block, a pair as its
+// low-nibble vector then its high-nibble one, a lone last block as its 32 codes in order.
+struct Int4Panel : Int4 {
+  static constexpr int64_t kBlockBytes = 32;
+  static constexpr bool kResident = false;
+
+  static Codes codes_pair(const uint8_t* p) {
+    return {_mm256_load_si256(reinterpret_cast<const __m256i*>(p)),
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32))};
+  }
+  static __m256i dot_single(const uint8_t* p, const int8_t* q) {
+    const __m256i u = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
+  }
+};
+
 // int8: 32 code bytes per block in input order. Codes reach 255, so maddubs (u8 x s8 pairs
 // summed into i16) could saturate (2 * 255 * 127 > 32767). Both operands are widened to i16
 // instead (vpmovzxbw / vpmovsxbw) and multiplied with vpmaddwd, which is exact. The
@@ -74,6 +93,7 @@ struct Int4 {
 // bound by memory anyway (hot 38 GB/s against a 35 GB/s DRAM stream, 896 x 4864, m = 1).
 struct Int8 {
   static constexpr int64_t kBlockBytes = 32;
+  static constexpr bool kResident = true;
   static __m256i pair_lanes() { return _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1); }
 
   struct Codes {
@@ -149,7 +169,7 @@ constexpr int64_t kPrefetchBytes = 8192;
 // acc[r][c] += f32(dot) * (d[r, pair] * scale[c, g]); the zero terms, sum_g zero_term[c, g]
 // * gsum[r, g], are a short dot product per output added at the end with the bias.
 template <class W, int MR, int NC>
-void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
+void tile(const QLinearArgs& args, int64_t i0, int64_t j0, const uint8_t* panel) {
   const QMatrixView& w = *args.w;
   const QActsView& x = *args.a;
   const int64_t n_blocks = w.blocks(), n_groups = w.n_groups;
@@ -164,7 +184,7 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
   const int64_t table_ahead = prefetch_cols * n_groups;
 #pragma GCC unroll 8
   for (int c = 0; c < NC; ++c) {
-    codes[c] = w.codes + (j0 + c) * w.code_bytes_per_column();
+    codes[c] = W::kResident ? w.codes + (j0 + c) * code_bytes : panel + c * w.k_pad;
     scales[c] = w.scales + (j0 + c) * n_groups;
   }
   const int8_t* q[MR] = {};
@@ -203,7 +223,8 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
 #pragma GCC unroll 8
     for (int c = 0; c < NC; ++c) {
       const uint8_t* p = codes[c] + b * W::kBlockBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_ahead), _MM_HINT_T1);
+      if constexpr (W::kResident)
+        _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_ahead), _MM_HINT_T1);
       const typename W::Codes u = W::codes_pair(p);
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
@@ -214,10 +235,12 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
   };
   // acc += block b alone (sv[c]: column c's scale of its group, broadcast).
   const auto single_step = [&](int64_t b, const __m256* sv) __attribute__((always_inline)) {
+    if constexpr (W::kResident) {
 #pragma GCC unroll 8
-    for (int c = 0; c < NC; ++c) {
-      _mm_prefetch(reinterpret_cast<const char*>(codes[c] + b * W::kBlockBytes + prefetch_ahead),
-                   _MM_HINT_T1);
+      for (int c = 0; c < NC; ++c) {
+        _mm_prefetch(reinterpret_cast<const char*>(codes[c] + b * W::kBlockBytes + prefetch_ahead),
+                     _MM_HINT_T1);
+      }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
@@ -279,20 +302,23 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
 
 // Rows [0, m) of columns [j0, j0 + NC) in MR-row tiles (a last partial tile row by row).
 template <class W, int MR, int NC>
-void column_tile(const QLinearArgs& args, int64_t j0) {
+void column_tile(const QLinearArgs& args, int64_t j0, const uint8_t* panel = nullptr) {
   const int64_t m = args.a->m;
   int64_t i = 0;
-  for (; i + MR <= m; i += MR) tile<W, MR, NC>(args, i, j0);
-  for (; i < m; ++i) tile<W, 1, NC>(args, i, j0);
+  for (; i + MR <= m; i += MR) tile<W, MR, NC>(args, i, j0, panel);
+  for (; i < m; ++i) tile<W, 1, NC>(args, i, j0, panel);
 }
 
 // Both drivers walk 4-column tiles (the last columns one by one); a tile's codes come from
-// DRAM for its first row tile and from L1 for the others, 4 x k / 2 bytes for int4. They
+// DRAM for its first row tile and from L1/L2 for the others, 4 x k / 2 bytes for int4. They
 // differ in the register tile, measured on 896 x 4864 (thread CPU time, one thread):
 //  - GEMV (decode, small batches): 1 x 4 for m = 1; 2 x 4 from m = 2, so that each unpacked
 //    code pair serves two rows (m = 4, int4 g128: 53 GMAC/s with 1 x 4, 58 with 2 x 4);
 //  - GEMM: 3 x 4 (12 accumulators); at m = 64, int4 g128 / int8 per channel in GMAC/s:
-//    1 x 4 54 / 39, 4 x 2 53 / 41, 2 x 4 60 / 43, 3 x 4 64 / 45.
+//    1 x 4 54 / 39, 4 x 2 53 / 41, 2 x 4 60 / 43, 3 x 4 64 / 45. For int4 it also unpacks
+//    each tile's codes once into a stack panel that its row tiles load (m = 64 / 128:
+//    63 -> 66 / 62 -> 67 GMAC/s; 4864 x 896 g32, m = 128: 48 -> 53), up to kPanelMaxK
+//    inputs (4 x 16 KiB of stack); longer columns unpack in registers as the GEMV does.
 constexpr int kTileCols = 4;
 constexpr int kGemvRows = 2;
 constexpr int kGemmRows = 3;
@@ -313,6 +339,47 @@ void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
 template <class W>
 void gemm(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   run_tiles<W, kGemmRows>(args, n_begin, n_end);
+}
+
+// Column j's int4 codes unpacked into `out` (k_pad bytes, Int4Panel's order), prefetching
+// as the tile kernel does.
+void unpack_int4(const QMatrixView& w, int64_t j, uint8_t* out) {
+  const auto code_bytes = static_cast<int64_t>(w.code_bytes_per_column());
+  const int64_t ahead = std::max(kPrefetchBytes, 4 * code_bytes);
+  const uint8_t* p = w.codes + j * code_bytes;
+  const int64_t n_blocks = w.blocks();
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  int64_t b = 0;
+  for (; b + 2 <= n_blocks; b += 2) {
+    const uint8_t* src = p + b * Int4::kBlockBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(src + ahead), _MM_HINT_T1);
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + b * kQBlock), _mm256_and_si256(v, mask));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + b * kQBlock + 32),
+                       _mm256_and_si256(_mm256_srli_epi16(v, 4), mask));
+  }
+  if (b < n_blocks) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + b * Int4::kBlockBytes));
+    const __m128i m = _mm_set1_epi8(0x0F);
+    _mm256_store_si256(
+        reinterpret_cast<__m256i*>(out + b * kQBlock),
+        _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m)));
+  }
+}
+
+constexpr int64_t kPanelMaxK = 16384;  // inputs per column of the GEMM's int4 panel
+
+template <>
+void gemm<Int4>(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  const QMatrixView& w = *args.w;
+  if (w.k_pad > kPanelMaxK) return run_tiles<Int4, kGemmRows>(args, n_begin, n_end);
+  alignas(32) uint8_t panel[kTileCols * kPanelMaxK];
+  int64_t j = n_begin;
+  for (; j + kTileCols <= n_end; j += kTileCols) {
+    for (int c = 0; c < kTileCols; ++c) unpack_int4(w, j + c, panel + c * w.k_pad);
+    column_tile<Int4Panel, kGemmRows, kTileCols>(args, j, panel);
+  }
+  for (; j < n_end; ++j) column_tile<Int4, kGemmRows, 1>(args, j);
 }
 
 // ---- activations ----------------------------------------------------------------------
