@@ -69,6 +69,7 @@ struct Int4 {
 // its row tiles load them instead of unpacking them again: 32 bytes per block, a pair as its
 // low-nibble vector then its high-nibble one, a lone last block as its 32 codes in order.
 struct Int4Panel : Int4 {
+  using Resident = Int4;
   static constexpr int64_t kBlockBytes = 32;
   static constexpr bool kResident = false;
 
@@ -127,6 +128,25 @@ struct Int8 {
   }
 };
 
+// int8 codes the GEMM has widened into a panel once per column tile (unpack_int8): per
+// block its 32 codes as i16, so that row tiles skip the widening.
+struct Int8Panel : Int8 {
+  using Resident = Int8;
+  static constexpr int64_t kBlockBytes = 64;
+  static constexpr bool kResident = false;
+
+  static __m256i load(const uint8_t* p) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  static Codes codes_pair(const uint8_t* p) {
+    return {load(p), load(p + 32), load(p + 64), load(p + 96)};
+  }
+  static __m256i dot_single(const uint8_t* p, const int8_t* q) {
+    return _mm256_add_epi32(_mm256_madd_epi16(load(p), widen_s(q)),
+                            _mm256_madd_epi16(load(p + 32), widen_s(q + 16)));
+  }
+};
+
 // v[0] in the lanes of block A, v[1] in those of B (the width's pair_lanes pattern).
 template <class W>
 __m256 pair_scales(const float* v) {
@@ -164,6 +184,11 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 // 28 GB/s with it. Prefetches past the end of a buffer never fault.
 constexpr int64_t kPrefetchBytes = 8192;
 
+// How many columns ahead the prefetches point, for columns of `code_bytes` codes.
+int64_t prefetch_columns(int64_t code_bytes) {
+  return std::max<int64_t>(4, (kPrefetchBytes + code_bytes - 1) / code_bytes);
+}
+
 // y[i0 + r, j0 + c] for r < MR, c < NC: each pair's codes are unpacked once per column and
 // used for the MR rows, each pair's activations once per row and used for the NC columns.
 // acc[r][c] += f32(dot) * (d[r, pair] * scale[c, g]); the zero terms, sum_g zero_term[c, g]
@@ -178,13 +203,13 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0, const uint8_t* panel)
   const float* scales[NC] = {};
   // The codes and per-group tables of the column prefetch_cols on (see kPrefetchBytes).
   const auto code_bytes = static_cast<int64_t>(w.code_bytes_per_column());
-  const int64_t prefetch_cols =
-      std::max<int64_t>(4, (kPrefetchBytes + code_bytes - 1) / code_bytes);
+  const int64_t prefetch_cols = prefetch_columns(code_bytes);
   const int64_t prefetch_ahead = prefetch_cols * code_bytes;
   const int64_t table_ahead = prefetch_cols * n_groups;
 #pragma GCC unroll 8
   for (int c = 0; c < NC; ++c) {
-    codes[c] = W::kResident ? w.codes + (j0 + c) * code_bytes : panel + c * w.k_pad;
+    codes[c] = W::kResident ? w.codes + (j0 + c) * code_bytes
+                            : panel + c * (w.k_pad / kQBlock) * W::kBlockBytes;
     scales[c] = w.scales + (j0 + c) * n_groups;
   }
   const int8_t* q[MR] = {};
@@ -315,10 +340,11 @@ void column_tile(const QLinearArgs& args, int64_t j0, const uint8_t* panel = nul
 //  - GEMV (decode, small batches): 1 x 4 for m = 1; 2 x 4 from m = 2, so that each unpacked
 //    code pair serves two rows (m = 4, int4 g128: 53 GMAC/s with 1 x 4, 58 with 2 x 4);
 //  - GEMM: 3 x 4 (12 accumulators); at m = 64, int4 g128 / int8 per channel in GMAC/s:
-//    1 x 4 54 / 39, 4 x 2 53 / 41, 2 x 4 60 / 43, 3 x 4 64 / 45. For int4 it also unpacks
-//    each tile's codes once into a stack panel that its row tiles load (m = 64 / 128:
-//    63 -> 66 / 62 -> 67 GMAC/s; 4864 x 896 g32, m = 128: 48 -> 53), up to kPanelMaxK
-//    inputs (4 x 16 KiB of stack); longer columns unpack in registers as the GEMV does.
+//    1 x 4 54 / 39, 4 x 2 53 / 41, 2 x 4 60 / 43, 3 x 4 64 / 45. It also unpacks each
+//    tile's codes once into a stack panel (int4 to bytes, int8 widened to i16) that its row
+//    tiles load instead of unpacking again: m = 128, int4 g128 62 -> 67 GMAC/s, int8 per
+//    channel 45 -> 48; 4864 x 896 int4 g32 48 -> 53, int8 g128 32 -> 38. Columns too long
+//    for the panel (kPanelBytes: int4 k > 16384, int8 k > 8192) unpack in registers.
 constexpr int kTileCols = 4;
 constexpr int kGemvRows = 2;
 constexpr int kGemmRows = 3;
@@ -336,16 +362,11 @@ void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   run_tiles<W, kGemvRows>(args, n_begin, n_end);
 }
 
-template <class W>
-void gemm(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
-  run_tiles<W, kGemmRows>(args, n_begin, n_end);
-}
-
 // Column j's int4 codes unpacked into `out` (k_pad bytes, Int4Panel's order), prefetching
 // as the tile kernel does.
 void unpack_int4(const QMatrixView& w, int64_t j, uint8_t* out) {
   const auto code_bytes = static_cast<int64_t>(w.code_bytes_per_column());
-  const int64_t ahead = std::max(kPrefetchBytes, 4 * code_bytes);
+  const int64_t ahead = prefetch_columns(code_bytes) * code_bytes;
   const uint8_t* p = w.codes + j * code_bytes;
   const int64_t n_blocks = w.blocks();
   const __m256i mask = _mm256_set1_epi8(0x0F);
@@ -367,19 +388,33 @@ void unpack_int4(const QMatrixView& w, int64_t j, uint8_t* out) {
   }
 }
 
-constexpr int64_t kPanelMaxK = 16384;  // inputs per column of the GEMM's int4 panel
+// Column j's int8 codes widened to i16 into `out` (2 * k_pad bytes, Int8Panel's order).
+void unpack_int8(const QMatrixView& w, int64_t j, uint8_t* out) {
+  const auto code_bytes = static_cast<int64_t>(w.code_bytes_per_column());
+  const int64_t ahead = prefetch_columns(code_bytes) * code_bytes;
+  const uint8_t* p = w.codes + j * code_bytes;
+  for (int64_t c = 0; c < w.k_pad; c += 16) {
+    if (c % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(p + c + ahead), _MM_HINT_T1);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 2 * c), Int8::widen_u(p + c));
+  }
+}
 
-template <>
-void gemm<Int4>(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+constexpr int64_t kPanelBytes = 64 * 1024;  // the GEMM's stack panel of a column tile
+
+// GEMM: each 4-column tile unpacked once into the panel, then run over every row tile.
+template <class Panel, void (*unpack)(const QMatrixView&, int64_t, uint8_t*)>
+void gemm_panel(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  using W = typename Panel::Resident;
   const QMatrixView& w = *args.w;
-  if (w.k_pad > kPanelMaxK) return run_tiles<Int4, kGemmRows>(args, n_begin, n_end);
-  alignas(32) uint8_t panel[kTileCols * kPanelMaxK];
+  const int64_t column_bytes = w.k_pad / kQBlock * Panel::kBlockBytes;
+  if (kTileCols * column_bytes > kPanelBytes) return run_tiles<W, kGemmRows>(args, n_begin, n_end);
+  alignas(32) uint8_t panel[kPanelBytes];
   int64_t j = n_begin;
   for (; j + kTileCols <= n_end; j += kTileCols) {
-    for (int c = 0; c < kTileCols; ++c) unpack_int4(w, j + c, panel + c * w.k_pad);
-    column_tile<Int4Panel, kGemmRows, kTileCols>(args, j, panel);
+    for (int c = 0; c < kTileCols; ++c) unpack(w, j + c, panel + c * column_bytes);
+    column_tile<Panel, kGemmRows, kTileCols>(args, j, panel);
   }
-  for (; j < n_end; ++j) column_tile<Int4, kGemmRows, 1>(args, j);
+  for (; j < n_end; ++j) column_tile<W, kGemmRows, 1>(args, j);
 }
 
 // ---- activations ----------------------------------------------------------------------
@@ -441,8 +476,8 @@ void qlinear_gemv_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end) 
 
 void qlinear_gemm_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   QS_CHECK(args.w->bits == 4 || args.w->bits == 8);
-  if (args.w->bits == 4) return gemm<Int4>(args, n_begin, n_end);
-  gemm<Int8>(args, n_begin, n_end);
+  if (args.w->bits == 4) return gemm_panel<Int4Panel, unpack_int4>(args, n_begin, n_end);
+  gemm_panel<Int8Panel, unpack_int8>(args, n_begin, n_end);
 }
 
 QActsView quantize_acts_avx2(const QMatrixView& w, const float* x, int64_t m, void* buf) {
