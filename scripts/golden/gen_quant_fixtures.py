@@ -281,6 +281,13 @@ def load_reference(out, spec):
                 if target.is_floating_point():
                     target.copy_(on_disk.float())
                 assert torch.equal(target, on_disk.to(target.dtype)), key
+        # Buffers not in the file (RoPE inv_freq) went through f16 too; take them from a
+        # fresh float32 model of the same config.
+        fresh = dict(AutoModelForCausalLM.from_config(model.config, dtype=torch.float32)
+                     .named_buffers())
+        for key, buf in model.named_buffers():
+            if key not in state and key in fresh and buf.is_floating_point():
+                buf.copy_(fresh[key])
         if spec["format"] == "hand_gptq_desc_act":
             # auto-round builds its GPTQ QuantLinear without a g_idx buffer (the file's g_idx
             # is dropped as unexpected). The same class's forward applies a g_idx buffer when
@@ -344,8 +351,10 @@ def tool_dequant(mod, k):
 
 
 class Int8Activations:
-    """Context in which every quantized linear's input is quantized to int8 per 32-block with
-    d = max|x| / 127, round to nearest (what our int kernels do, kernels/qmatrix.h)."""
+    """Context in which every quantized linear's input is rounded as our int kernels round it
+    (kernels/qmatrix.h quantize_acts): per row, blocks of 32 inputs (taken in stable-sorted
+    g_idx order for act-order weights), q = round-half-even(x * (127 / max|x|)), x ~ q * d with
+    d = max|x| / 127, all in float32. The weights are untouched."""
 
     def __init__(self, model):
         self.model = model
@@ -353,10 +362,18 @@ class Int8Activations:
     @staticmethod
     def fake_q(mod, args):
         x = args[0]
+        g_idx = getattr(mod, "g_idx", None)
+        order = None
+        if g_idx is not None and not torch.equal(g_idx, torch.sort(g_idx).values):
+            order = torch.argsort(g_idx, stable=True)
+            x = x[..., order]
         xb = x.reshape(-1, x.shape[-1] // 32, 32)
-        d = xb.abs().amax(-1, keepdim=True) / 127
-        q = torch.round(xb / torch.where(d > 0, d, 1))
-        return ((q * d).reshape(x.shape),)
+        amax = xb.abs().amax(-1, keepdim=True)
+        inv = torch.where(amax > 0, 127.0 / torch.where(amax > 0, amax, 1), 0)
+        xq = (torch.round(xb * inv) * (amax / 127.0)).reshape(x.shape)
+        if order is not None:
+            xq = xq[..., torch.argsort(order)]
+        return (xq,)
 
     def __enter__(self):
         self.hooks = [m.register_forward_pre_hook(self.fake_q)
@@ -449,6 +466,12 @@ def make_fixture(name, spec, out_root, seed):
             arr = t.numpy().astype("<f4")
             entry[key] = {"offset_bytes": len(blob), "shape": list(arr.shape)}
             blob += arr.tobytes()
+        # The same forward with Int8Activations over prompt + continuation (teacher-forced):
+        # rows 0..n-1 pair with prompt_logits, rows n-1.. with greedy_logits.
+        with Int8Activations(ref):
+            sim = forward_logits(ref, ids + new)[:-1].numpy().astype("<f4")
+        entry["int8_sim_logits"] = {"offset_bytes": len(blob), "shape": list(sim.shape)}
+        blob += sim.tobytes()
         entry["greedy_new_tokens"] = new
         entry["greedy_min_top2_margin"] = margin
         entry["int8_activation_drift"] = drift
