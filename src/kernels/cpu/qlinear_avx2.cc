@@ -68,10 +68,15 @@ struct Int4 {
 // int4 codes the GEMM has unpacked into a panel once per column tile (unpack_int4), so that
 // its row tiles load them instead of unpacking them again: 32 bytes per block, a pair as its
 // low-nibble vector then its high-nibble one, a lone last block as its 32 codes in order.
-struct Int4Panel : Int4 {
+struct Int4Panel {
   using Resident = Int4;
+  using Codes = Int4::Codes;
+  using Acts = Int4::Acts;
   static constexpr int64_t kBlockBytes = 32;
   static constexpr bool kResident = false;
+  static __m256i pair_lanes() { return Int4::pair_lanes(); }
+  static Acts acts_pair(const int8_t* q) { return Int4::acts_pair(q); }
+  static __m256i dot_pair(const Codes& c, const Acts& a) { return Int4::dot_pair(c, a); }
 
   static Codes codes_pair(const uint8_t* p) {
     return {_mm256_load_si256(reinterpret_cast<const __m256i*>(p)),
@@ -130,10 +135,15 @@ struct Int8 {
 
 // int8 codes the GEMM has widened into a panel once per column tile (unpack_int8): per
 // block its 32 codes as i16, so that row tiles skip the widening.
-struct Int8Panel : Int8 {
+struct Int8Panel {
   using Resident = Int8;
+  using Codes = Int8::Codes;
+  using Acts = Int8::Acts;
   static constexpr int64_t kBlockBytes = 64;
   static constexpr bool kResident = false;
+  static __m256i pair_lanes() { return Int8::pair_lanes(); }
+  static Acts acts_pair(const int8_t* q) { return Int8::acts_pair(q); }
+  static __m256i dot_pair(const Codes& c, const Acts& a) { return Int8::dot_pair(c, a); }
 
   static __m256i load(const uint8_t* p) {
     return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
@@ -142,8 +152,8 @@ struct Int8Panel : Int8 {
     return {load(p), load(p + 32), load(p + 64), load(p + 96)};
   }
   static __m256i dot_single(const uint8_t* p, const int8_t* q) {
-    return _mm256_add_epi32(_mm256_madd_epi16(load(p), widen_s(q)),
-                            _mm256_madd_epi16(load(p + 32), widen_s(q + 16)));
+    return _mm256_add_epi32(_mm256_madd_epi16(load(p), Int8::widen_s(q)),
+                            _mm256_madd_epi16(load(p + 32), Int8::widen_s(q + 16)));
   }
 };
 
