@@ -246,7 +246,8 @@ def reference_backend(qc):
 
 
 def load_reference(out, spec):
-    """transformers + auto-round's CPU torch backend on the quantized checkpoint."""
+    """transformers + auto-round's CPU backend (reference_backend) on the quantized checkpoint,
+    as a float32 model."""
     load_dir = out
     tmp = None
     if spec["format"] == "hand_gptq_desc_act":
@@ -275,7 +276,7 @@ def load_reference(out, spec):
     with torch.no_grad(), safe_open(out / "model.safetensors", "pt") as f:
         for key in f.keys():
             # The ark backend repacks qweight/qzeros/scales into its own buffers.
-            if key in state and (ark is False or not key.endswith(QUANT_SUFFIXES)):
+            if key in state and not (ark and key.endswith(QUANT_SUFFIXES)):
                 on_disk = f.get_tensor(key)
                 target = state[key]
                 if target.is_floating_point():
