@@ -39,9 +39,10 @@ Status attention_block(const ModelConfig& c, const AttentionWeights& w, const fl
   s.k.resize(n_tokens * kv_dim);
   s.v.resize(n_tokens * kv_dim);
   s.attn.resize(n_tokens * q_dim);
-  QS_RETURN_IF_ERROR(ops::linear(h, n_tokens, w.wq, bias_or_null(w.bq), s.q.data(), pool));
-  QS_RETURN_IF_ERROR(ops::linear(h, n_tokens, w.wk, bias_or_null(w.bk), s.k.data(), pool));
-  QS_RETURN_IF_ERROR(ops::linear(h, n_tokens, w.wv, bias_or_null(w.bv), s.v.data(), pool));
+  const ops::LinearOut qkv[] = {{&w.wq, bias_or_null(w.bq), s.q.data()},
+                                {&w.wk, bias_or_null(w.bk), s.k.data()},
+                                {&w.wv, bias_or_null(w.bv), s.v.data()}};
+  QS_RETURN_IF_ERROR(ops::linear_many(h, n_tokens, qkv, pool));
   if (!w.q_norm.empty()) {
     // Qwen3: RMSNorm over head_dim of each head, before RoPE.
     const float eps = static_cast<float>(c.rms_norm_eps);
@@ -64,8 +65,9 @@ Status mlp_block(const ModelConfig& c, const MlpWeights& w, const float* h, int6
                  BlockScratch& s, float* out, ThreadPool& pool) {
   s.gate.resize(n_tokens * c.intermediate_size);
   s.up.resize(n_tokens * c.intermediate_size);
-  QS_RETURN_IF_ERROR(ops::linear(h, n_tokens, w.gate, bias_or_null(w.b_gate), s.gate.data(), pool));
-  QS_RETURN_IF_ERROR(ops::linear(h, n_tokens, w.up, bias_or_null(w.b_up), s.up.data(), pool));
+  const ops::LinearOut gate_up[] = {{&w.gate, bias_or_null(w.b_gate), s.gate.data()},
+                                    {&w.up, bias_or_null(w.b_up), s.up.data()}};
+  QS_RETURN_IF_ERROR(ops::linear_many(h, n_tokens, gate_up, pool));
   ops::silu_mul(s.gate.data(), s.up.data(), n_tokens * c.intermediate_size, s.gate.data());
   return ops::linear(s.gate.data(), n_tokens, w.down, bias_or_null(w.b_down), out, pool);
 }

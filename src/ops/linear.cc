@@ -3,8 +3,11 @@
 // the output columns over the pool so that every thread streams its own rows of w.
 #include "ops/linear.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/cpu/isa.h"
@@ -62,47 +65,116 @@ void* acts_scratch(size_t bytes) {
   return scratch.data.get();
 }
 
-Status linear_packed(kernels::Isa isa, const float* x, int64_t m, const QuantMatrix& q,
-                     const float* bias, float* y, ThreadPool& pool) {
-  const kernels::QMatrixView& w = q.view();
-  const int64_t n = w.n;
+// One weight's share of a call, checked and ready to run on any range of its output columns.
+struct Job {
+  int64_t n = 0;       // output columns
+  int64_t macs = 0;    // m * n * k, to decide whether waking threads pays
+  int64_t grain = 16;  // column granularity a thread's range must keep
+  std::function<void(int64_t, int64_t)> run;
+};
+
+void add_bias(const float* bias, int64_t m, int64_t n, int64_t begin, int64_t end, float* y) {
+  if (bias == nullptr) return;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = begin; j < end; ++j) y[i * n + j] += bias[j];
+}
+
+// `a` is the call's activations quantized for `q`'s layout (see quantize_for).
+Job packed_job(kernels::Isa isa, int64_t m, const QuantMatrix& q, const kernels::QActsView* a,
+               const float* bias, float* y) {
+  const kernels::QMatrixView* w = &q.view();
+  const int64_t n = w->n;
   const bool gemm = m >= kernels::cpu::kQGemmMinRows;
-  QuantizeActs quantize = kernels::quantize_acts;
   QLinearKernel kernel = nullptr;
   switch (isa) {
     case kernels::Isa::kAvx512:
-      quantize = kernels::cpu::quantize_acts_avx512;
       kernel = gemm ? kernels::cpu::qlinear_gemm_avx512 : kernels::cpu::qlinear_gemv_avx512;
       break;
     case kernels::Isa::kAvx2:
-      quantize = kernels::cpu::quantize_acts_avx2;
       kernel = gemm ? kernels::cpu::qlinear_gemm_avx2 : kernels::cpu::qlinear_gemv_avx2;
       break;
     case kernels::Isa::kRef:
       break;
   }
-  const kernels::QActsView a = quantize(w, x, m, acts_scratch(kernels::qacts_bytes(w, m)));
-  if (kernel == nullptr) {
-    pool.parallel_for(n, [&](int64_t begin, int64_t end) {
-      kernels::ref::qlinear_int8(w, a, begin, end, y);
-      if (bias != nullptr) {
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = begin; j < end; ++j) y[i * n + j] += bias[j];
-      }
-    });
-    return ok_status();
-  }
-  const kernels::cpu::QLinearArgs args{&w, &a, bias, y};
-  if (m * n * w.k < kMinParallelMacs) {
-    kernel(args, 0, n);
-    return ok_status();
-  }
+  Job job;
+  job.n = n;
+  job.macs = m * n * w->k;
   // The GEMM's 32-column panels stay whole; the GEMV's 16-column grain keeps two threads off
   // the same 64-byte line of y.
-  const int64_t grain = gemm ? 32 : 16;
-  pool.parallel_for(
-      n, [&](int64_t begin, int64_t end) { kernel(args, begin, end); }, grain);
-  return ok_status();
+  job.grain = gemm ? 32 : 16;
+  if (kernel == nullptr) {
+    job.run = [=](int64_t begin, int64_t end) {
+      kernels::ref::qlinear_int8(*w, *a, begin, end, y);
+      add_bias(bias, m, n, begin, end, y);
+    };
+  } else {
+    job.run = [=](int64_t begin, int64_t end) {
+      const kernels::cpu::QLinearArgs args{w, a, bias, y};
+      kernel(args, begin, end);
+    };
+  }
+  return job;
+}
+
+kernels::QActsView quantize_for(kernels::Isa isa, const QuantMatrix& q, const float* x, int64_t m) {
+  QuantizeActs quantize = kernels::quantize_acts;
+  if (isa == kernels::Isa::kAvx512) quantize = kernels::cpu::quantize_acts_avx512;
+  if (isa == kernels::Isa::kAvx2) quantize = kernels::cpu::quantize_acts_avx2;
+  return quantize(q.view(), x, m, acts_scratch(kernels::qacts_bytes(q.view(), m)));
+}
+
+// Two packed weights can share one quantization of x when they read it in the same order and
+// blocks.
+bool same_acts_layout(const kernels::QMatrixView& a, const kernels::QMatrixView& b) {
+  return a.k_pad == b.k_pad && a.group_size == b.group_size && a.n_groups == b.n_groups &&
+         a.perm == nullptr && b.perm == nullptr;
+}
+
+Status check_isa(kernels::Isa isa) {
+  if (kernels::isa_supported(isa)) return ok_status();
+  return unimplemented(std::string("linear: this CPU cannot run the ") + kernels::isa_name(isa) +
+                       " kernels");
+}
+
+// A dense weight's job, after the checks every dense call makes. k == 0 and empty calls are
+// handled by the caller.
+Result<Job> dense_job(kernels::Isa isa, const float* x, int64_t m, const Tensor& w,
+                      const float* bias, float* y) {
+  if (w.rank() != 2) {
+    return invalid_argument("linear: weight must be 2-d [n, k], got " + shape_string(w.shape));
+  }
+  if (w.dtype != DType::kF32 && w.dtype != DType::kF16 && w.dtype != DType::kBF16) {
+    return unimplemented(std::string("linear: no kernel for weight dtype ") + dtype_name(w.dtype));
+  }
+  const int64_t n = w.dim(0), k = w.dim(1);
+  Job job;
+  job.n = n;
+  job.macs = m * n * k;
+  const LinearKernel kernel = choose_kernel(isa, m);
+  if (kernel == nullptr) {
+    job.grain = 1;
+    const void* data = w.data;
+    const DType dtype = w.dtype;
+    job.run = [=](int64_t begin, int64_t end) {
+      kernels::ref::linear(x, m, k, data, dtype, n, begin, end, y);
+      add_bias(bias, m, n, begin, end, y);
+    };
+    return job;
+  }
+  // Whole GEMM panels per thread; for the GEMV a 16-column grain keeps two threads off the
+  // same 64-byte line of y.
+  job.grain = use_gemm(isa, m) ? kernels::cpu::kColumnGrain : 16;
+  const kernels::cpu::LinearArgs args{x, m, k, w.data, w.dtype, n, bias, y};
+  job.run = [=](int64_t begin, int64_t end) { kernel(args, begin, end); };
+  return job;
+}
+
+void run_job(const Job& job, ThreadPool& pool) {
+  if (job.macs < kMinParallelMacs) {
+    job.run(0, job.n);
+  } else {
+    pool.parallel_for(job.n, job.run, job.grain);
+  }
 }
 
 }  // namespace
@@ -114,47 +186,18 @@ Status linear(const float* x, int64_t m, const Tensor& w, const float* bias, flo
 
 Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor& w,
                        const float* bias, float* y, ThreadPool& pool) {
-  if (!kernels::isa_supported(isa)) {
-    return unimplemented(std::string("linear: this CPU cannot run the ") + kernels::isa_name(isa) +
-                         " kernels");
-  }
-  if (w.rank() != 2) {
-    return invalid_argument("linear: weight must be 2-d [n, k], got " + shape_string(w.shape));
-  }
-  if (w.dtype != DType::kF32 && w.dtype != DType::kF16 && w.dtype != DType::kBF16) {
-    return unimplemented(std::string("linear: no kernel for weight dtype ") + dtype_name(w.dtype));
-  }
+  QS_RETURN_IF_ERROR(check_isa(isa));
   if (m < 0) return invalid_argument("linear: negative row count " + std::to_string(m));
-  const int64_t n = w.dim(0), k = w.dim(1);
-  if (m == 0 || n == 0) return ok_status();
+  QS_ASSIGN_OR_RETURN(Job job, dense_job(isa, x, m, w, bias, y));
+  const int64_t k = w.dim(1);
+  if (m == 0 || job.n == 0) return ok_status();
   if (k == 0) {
     // An empty sum: y is the bias (or zero). The kernels assume k >= 1.
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) y[i * n + j] = bias != nullptr ? bias[j] : 0.0f;
+      for (int64_t j = 0; j < job.n; ++j) y[i * job.n + j] = bias != nullptr ? bias[j] : 0.0f;
     return ok_status();
   }
-
-  const LinearKernel kernel = choose_kernel(isa, m);
-  if (kernel == nullptr) {
-    pool.parallel_for(n, [&](int64_t begin, int64_t end) {
-      kernels::ref::linear(x, m, k, w.data, w.dtype, n, begin, end, y);
-      if (bias != nullptr) {
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = begin; j < end; ++j) y[i * n + j] += bias[j];
-      }
-    });
-    return ok_status();
-  }
-  const kernels::cpu::LinearArgs args{x, m, k, w.data, w.dtype, n, bias, y};
-  if (m * n * k < kMinParallelMacs) {
-    kernel(args, 0, n);
-    return ok_status();
-  }
-  // Whole GEMM panels per thread; for the GEMV a 16-column grain keeps two threads off the
-  // same 64-byte line of y.
-  const int64_t grain = use_gemm(isa, m) ? kernels::cpu::kColumnGrain : 16;
-  pool.parallel_for(
-      n, [&](int64_t begin, int64_t end) { kernel(args, begin, end); }, grain);
+  run_job(job, pool);
   return ok_status();
 }
 
@@ -174,14 +217,71 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Linear
   if (w.quant == nullptr) return linear_with_isa(isa, x, m, w.dense, bias, y, pool);
   const QuantMatrix& q = *w.quant;
   if (!q.packed()) return linear_with_isa(isa, x, m, q.fallback(), bias, y, pool);
-  if (!kernels::isa_supported(isa)) {
-    return unimplemented(std::string("linear: this CPU cannot run the ") + kernels::isa_name(isa) +
-                         " kernels");
-  }
+  QS_RETURN_IF_ERROR(check_isa(isa));
   if (m < 0) return invalid_argument("linear: negative row count " + std::to_string(m));
   // QuantMatrix::make admits no empty weight, so only m can make the call empty.
   if (m == 0) return ok_status();
-  return linear_packed(isa, x, m, q, bias, y, pool);
+  const kernels::QActsView a = quantize_for(isa, q, x, m);
+  run_job(packed_job(isa, m, q, &a, bias, y), pool);
+  return ok_status();
+}
+
+Status linear_many(const float* x, int64_t m, std::span<const LinearOut> outs, ThreadPool& pool) {
+  const kernels::Isa isa = kernels::active_isa();
+  // Prefill-sized calls are compute-bound and their GEMMs want whole panels: one at a time.
+  // So are weights that would need x quantized twice (different blocks or act-order).
+  bool together = m > 0 && m < kernels::cpu::kQGemmMinRows && !use_gemm(isa, m);
+  const QuantMatrix* first_packed = nullptr;
+  for (const LinearOut& o : outs) {
+    const QuantMatrix* q = o.w->quant.get();
+    if (q == nullptr || !q->packed()) {
+      const Tensor& t = q == nullptr ? o.w->dense : q->fallback();
+      together = together && t.rank() == 2 && t.dim(1) > 0;
+      continue;
+    }
+    if (first_packed == nullptr) first_packed = q;
+    together = together && same_acts_layout(first_packed->view(), q->view());
+  }
+  if (!together) {
+    for (const LinearOut& o : outs) QS_RETURN_IF_ERROR(linear(x, m, *o.w, o.bias, o.y, pool));
+    return ok_status();
+  }
+  QS_RETURN_IF_ERROR(check_isa(isa));
+  kernels::QActsView acts;
+  if (first_packed != nullptr) acts = quantize_for(isa, *first_packed, x, m);
+  std::vector<Job> jobs;
+  jobs.reserve(outs.size());
+  for (const LinearOut& o : outs) {
+    const QuantMatrix* q = o.w->quant.get();
+    if (q != nullptr && q->packed()) {
+      jobs.push_back(packed_job(isa, m, *q, &acts, o.bias, o.y));
+    } else {
+      QS_ASSIGN_OR_RETURN(Job job,
+                          dense_job(isa, x, m, q ? q->fallback() : o.w->dense, o.bias, o.y));
+      jobs.push_back(std::move(job));
+    }
+  }
+  // One range over the weights' columns back to back: each thread takes a share of all of
+  // them, and small projections (k, v) cost no fork/join of their own.
+  int64_t total = 0, macs = 0;
+  for (const Job& j : jobs) {
+    total += j.n;
+    macs += j.macs;
+  }
+  auto run = [&](int64_t begin, int64_t end) {
+    int64_t offset = 0;
+    for (const Job& j : jobs) {
+      const int64_t b = std::max(begin, offset), e = std::min(end, offset + j.n);
+      if (b < e) j.run(b - offset, e - offset);
+      offset += j.n;
+    }
+  };
+  if (macs < kMinParallelMacs) {
+    run(0, total);
+  } else {
+    pool.parallel_for(total, run, 16);
+  }
+  return ok_status();
 }
 
 }  // namespace qs::ops

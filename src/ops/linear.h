@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/status.h"
@@ -41,6 +42,17 @@ Status linear(const float* x, int64_t m, const Tensor& w, const float* bias, flo
 // The same for any resident weight: dense, int-packed, or dequantized fallback.
 Status linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y,
               ThreadPool& pool);
+
+// Several linears of the same x, as vLLM fuses q/k/v and gate/up: for decode-sized m their
+// output columns are split over the threads as one range, so each weight pays no fork/join
+// of its own and the small ones (k_proj, v_proj) do not leave threads idle; quantized weights
+// share one quantization of x. Results equal separate linear() calls.
+struct LinearOut {
+  const LinearWeight* w;
+  const float* bias;  // [n] or nullptr
+  float* y;           // [m, n]
+};
+Status linear_many(const float* x, int64_t m, std::span<const LinearOut> outs, ThreadPool& pool);
 
 // The same with the kernel ISA named instead of kernels::active_isa(), so that tests and
 // benchmarks can compare every variant in one process. Fails if this CPU lacks `isa`.

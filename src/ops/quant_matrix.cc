@@ -1,6 +1,8 @@
 // ops: QuantMatrix, a quantized linear weight made resident (see quant_matrix.h).
 #include "ops/quant_matrix.h"
 
+#include "core/resident_arena.h"
+
 #include <cmath>
 #include <cstdlib>
 
@@ -104,8 +106,7 @@ Result<std::shared_ptr<const QuantMatrix>> QuantMatrix::make(const formats::Quan
   }
   // Whole 64-byte lines: the kernels' masked loads never leave the allocation.
   const size_t bytes = (kernels::qmatrix_bytes(w) + 63) / 64 * 64;
-  q->storage_ = std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)),
-                                           [](uint8_t* p) { std::free(p); });
+  q->storage_ = alloc_resident(bytes);
   if (q->storage_ == nullptr) {
     return internal_error("quantized weight: cannot allocate " + std::to_string(bytes) + " bytes");
   }
