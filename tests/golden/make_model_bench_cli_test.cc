@@ -2,7 +2,6 @@
 // binary, on a tiny config: the written checkpoint loads and is reproducible from its seed,
 // and the benchmark's JSON has the fields docs/benchmarks.md relies on.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,11 +9,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "../common/cli.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
 
@@ -23,29 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
-
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(QS_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::CliResult;
+using testing::run_cli;
+using testing::slurp;
 
 class MakeModelBenchCli : public ::testing::Test {
  protected:
@@ -130,17 +109,12 @@ TEST_F(MakeModelBenchCli, BenchLatencyWritesJsonWithTheRoofline) {
 TEST_F(MakeModelBenchCli, JsonToStdoutLeavesStdoutPureJson) {
   ASSERT_EQ(run_cli("make-model --config " + dir_ + "/tiny.json --out " + dir_ + "/m").exit_code,
             0);
-  const std::string cmd = std::string(QS_BINARY) + " bench latency --model " + dir_ +
-                          "/m --input-len 4 --output-len 2 --threads 1 --repetitions 1 " +
-                          "--no-roofline --json - 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  ASSERT_EQ(pclose(p), 0);
-  const auto results = nlohmann::json::parse(out);  // throws (fails the test) on a table line
+  const CliResult r = run_cli("bench latency --model " + dir_ +
+                                  "/m --input-len 4 --output-len 2 --threads 1 --repetitions 1 " +
+                                  "--no-roofline --json -",
+                              /*stderr_too=*/false);
+  ASSERT_EQ(r.exit_code, 0);
+  const auto results = nlohmann::json::parse(r.output);  // throws (fails the test) on a table line
   ASSERT_EQ(results.size(), 2u);
   EXPECT_FALSE(results[1].contains("roofline_fraction"));  // --no-roofline
 }

@@ -5,19 +5,18 @@
 // method, a kernel per layer and logical parameter counts; `--quantization` is checked against
 // the checkpoint; `generate` and `bench latency` run on it.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../common/cli.h"
 #include "formats/layouts.h"
 #include "io/checkpoint.h"
 #include "io/quant_config.h"
@@ -30,31 +29,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct CliResult {
-  int exit_code;
-  std::string output;  // stdout and stderr
-};
-
-// `args` are shell words; `stderr_too` = false keeps stderr out of `output` (for JSON).
-CliResult run_cli(const std::string& args, bool stderr_too = true) {
-  const std::string cmd =
-      std::string(QS_BINARY) + " " + args + (stderr_too ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::CliResult;
+using testing::run_cli;
+using testing::slurp;
 
 class QuantCli : public ::testing::Test {
  protected:

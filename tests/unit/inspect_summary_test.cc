@@ -5,13 +5,13 @@
 #include "io/checkpoint_summary.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "../common/cli.h"
 #include "io/checkpoint.h"
 
 namespace qs::io {
@@ -53,15 +53,8 @@ class InspectSummary : public ::testing::Test {
 
   // Runs the built quantserve binary; returns its exit status and stdout.
   std::pair<int, std::string> run_binary(const std::string& args) {
-    const std::string cmd = std::string(QS_BINARY) + " " + args + " 2>/dev/null";
-    FILE* p = popen(cmd.c_str(), "r");
-    EXPECT_NE(p, nullptr);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-    const int status = pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+    const testing::CliResult r = testing::run_cli(args, /*stderr_too=*/false);
+    return {r.exit_code, r.output};
   }
 
   std::string dir_;
