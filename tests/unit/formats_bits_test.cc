@@ -32,13 +32,11 @@ Tensor ones(DType dtype, std::vector<int64_t> shape) {
 }
 
 QuantScheme scheme(Layout layout, int bits, int64_t group, bool sym, bool zero_minus_one = false) {
-  QuantScheme s;
-  s.layout = layout;
-  s.bits = bits;
-  s.group_size = group;
-  s.sym = sym;
-  s.zero_minus_one = zero_minus_one;
-  return s;
+  return {.layout = layout,
+          .bits = bits,
+          .group_size = group,
+          .sym = sym,
+          .zero_minus_one = zero_minus_one};
 }
 
 QuantizedWeight unpack_ok(const QuantScheme& s, const StoredTensors& stored, int64_t n, int64_t k) {

@@ -19,13 +19,11 @@ namespace {
 const char kPrefix[] = "model.layers.0.mlp.down_proj";
 
 QuantScheme scheme(Layout layout, int bits, int64_t group, bool sym, bool zero_minus_one = false) {
-  QuantScheme s;
-  s.layout = layout;
-  s.bits = bits;
-  s.group_size = group;
-  s.sym = sym;
-  s.zero_minus_one = zero_minus_one;
-  return s;
+  return {.layout = layout,
+          .bits = bits,
+          .group_size = group,
+          .sym = sym,
+          .zero_minus_one = zero_minus_one};
 }
 
 QuantizedWeight random_weight(int64_t n, int64_t k, int bits, int64_t group, bool sym) {

@@ -28,16 +28,14 @@ struct Case {
   int64_t block_n = 0, block_k = 0;
 
   QuantScheme scheme() const {
-    QuantScheme s;
-    s.layout = layout;
-    s.bits = bits;
-    s.group_size = group;
-    s.sym = sym;
-    s.zero_minus_one = zero_minus_one;
-    s.desc_act = desc_act;
-    s.block_n = block_n;
-    s.block_k = block_k;
-    return s;
+    return {.layout = layout,
+            .bits = bits,
+            .group_size = group,
+            .sym = sym,
+            .zero_minus_one = zero_minus_one,
+            .desc_act = desc_act,
+            .block_n = block_n,
+            .block_k = block_k};
   }
   std::string name() const {
     std::string s = scheme().describe() + " " + std::to_string(n) + "x" + std::to_string(k) + " " +

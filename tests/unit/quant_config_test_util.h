@@ -30,14 +30,12 @@ inline ::testing::AssertionResult same(const formats::QuantScheme& a,
 
 inline formats::QuantScheme scheme(formats::Layout layout, int bits, int64_t group, bool sym,
                                    bool zero_minus_one = false, bool desc_act = false) {
-  formats::QuantScheme s;
-  s.layout = layout;
-  s.bits = bits;
-  s.group_size = group;
-  s.sym = sym;
-  s.zero_minus_one = zero_minus_one;
-  s.desc_act = desc_act;
-  return s;
+  return {.layout = layout,
+          .bits = bits,
+          .group_size = group,
+          .sym = sym,
+          .zero_minus_one = zero_minus_one,
+          .desc_act = desc_act};
 }
 
 inline formats::QuantScheme fp8(int64_t group, int64_t block_n = 0, int64_t block_k = 0) {
