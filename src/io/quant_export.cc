@@ -31,10 +31,14 @@ int64_t take_number(const std::string& s, size_t* pos) {
 }
 
 json auto_round_config(const IntQuantSpec& spec, const std::vector<std::string>& dense) {
-  // Full-range sym keeps zero 2^(b-1), which GPTQ v1 stores as zero-1 (auto_round:auto_gptq);
-  // asym zeros may be 0, which v1 cannot store, so asym uses true zeros ("auto_round").
+  // As auto-round's export picks (autoround.md §3.1): full-range sym keeps zero 2^(b-1), which
+  // GPTQ v1 stores as zero-1 (auto_round:auto_gptq); asym zeros may be 0, which v1 cannot
+  // store, so 4-bit asym goes to the AWQ layout and other asym widths to the GPTQ layout with
+  // true zeros ("auto_round").
+  const char* packing =
+      spec.sym ? "auto_round:auto_gptq" : (spec.bits == 4 ? "auto_round:auto_awq" : "auto_round");
   json qc = {{"quant_method", "auto-round"},
-             {"packing_format", spec.sym ? "auto_round:auto_gptq" : "auto_round"},
+             {"packing_format", packing},
              {"bits", spec.bits},
              {"group_size", spec.group_size},
              {"sym", spec.sym},

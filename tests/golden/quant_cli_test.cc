@@ -175,7 +175,9 @@ TEST_F(QuantCli, EveryFormatWritesWhatDetectionReadsBack) {
     bool sym;
   };
   const std::vector<Case> cases = {
-      {"auto_round", "w4g32-asym", "auto-round", formats::Layout::kGptq, 4, false},
+      // auto-round packs 4-bit asym as AWQ, other asym widths as GPTQ with true zeros.
+      {"auto_round", "w4g32-asym", "auto-round", formats::Layout::kAwq, 4, false},
+      {"auto_round", "w8g32-asym", "auto-round", formats::Layout::kGptq, 8, false},
       {"auto_round", "w3g32", "auto-round", formats::Layout::kGptq, 3, true},
       {"auto_round", "w2g64", "auto-round", formats::Layout::kGptq, 2, true},
       {"auto_round", "w8", "auto-round", formats::Layout::kGptq, 8, true},
@@ -213,7 +215,9 @@ TEST_F(QuantCli, EveryFormatWritesWhatDetectionReadsBack) {
   EXPECT_EQ(ct["quantization_config"]["config_groups"]["group_0"]["weights"]["strategy"],
             "channel");
   const json ar = json::parse(slurp(dir_ + "/auto_round-w4g32-asym/config.json"));
-  EXPECT_EQ(ar["quantization_config"]["packing_format"], "auto_round");
+  EXPECT_EQ(ar["quantization_config"]["packing_format"], "auto_round:auto_awq");
+  const json ar8 = json::parse(slurp(dir_ + "/auto_round-w8g32-asym/config.json"));
+  EXPECT_EQ(ar8["quantization_config"]["packing_format"], "auto_round");
   EXPECT_EQ(ar["quantization_config"]["extra_config"]["model.layers.1.mlp.down_proj"]["bits"], 16);
 }
 

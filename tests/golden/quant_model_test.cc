@@ -179,7 +179,7 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   for (auto [bits, group, sym] : std::vector<std::tuple<int, int64_t, bool>>{{4, 128, true},
                                                                              {4, 32, true},
-                                                                             {4, 64, false},
+                                                                             {4, 32, false},
                                                                              {8, -1, true},
                                                                              {8, 128, false},
                                                                              {3, 64, true},

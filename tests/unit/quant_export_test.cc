@@ -30,7 +30,7 @@ TEST(QuantExport, EveryFormatKeepsExactlyTheListedModulesDense) {
     formats::Layout layout;
   };
   for (const Case& c :
-       {Case{ExportFormat::kAutoRound, "auto-round", formats::Layout::kGptq},
+       {Case{ExportFormat::kAutoRound, "auto-round", formats::Layout::kAwq},  // 4-bit asym
         Case{ExportFormat::kAutoGptq, "gptq", formats::Layout::kGptq},
         Case{ExportFormat::kAutoAwq, "awq", formats::Layout::kAwq},
         Case{ExportFormat::kCompressedTensors, "compressed-tensors", formats::Layout::kCtPacked}}) {
@@ -59,6 +59,9 @@ TEST(QuantExport, AutoRoundPackingFollowsSymmetry) {
   EXPECT_EQ((*sym)["packing_format"], "auto_round:auto_gptq");
   EXPECT_TRUE(
       parse_quant_config(*sym, "t")->scheme_for("model.layers.0.mlp.up_proj").zero_minus_one);
+  auto asym4 = make_quantization_config(ExportFormat::kAutoRound, {4, 128, false}, {});
+  ASSERT_TRUE(asym4.ok());
+  EXPECT_EQ((*asym4)["packing_format"], "auto_round:auto_awq");
   auto asym = make_quantization_config(ExportFormat::kAutoRound, {8, -1, false}, {});
   ASSERT_TRUE(asym.ok());
   EXPECT_EQ((*asym)["packing_format"], "auto_round");
