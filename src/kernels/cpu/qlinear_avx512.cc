@@ -135,12 +135,14 @@ inline void step_scales(const QMatrixView& w, int64_t j, int64_t nb, int64_t b, 
   }
 }
 
-// A column's codes are a few KiB, too short a stream for the hardware prefetcher to reach
-// full speed before it ends, so every step prefetches (into L2) the same offset this many
-// columns on, i.e. in the next column tile (helper C measured 9.6 -> 26 GB/s with it for the
-// AVX2 GEMV; the same holds here). Past the last column the prefetches point beyond the
-// codes, which is harmless: prefetches never fault.
-constexpr int64_t kPrefetchCols = kGemvCols;
+// A column's codes are a few hundred bytes to a few KiB, too short a stream for the hardware
+// prefetcher to reach full speed before it ends, so every step prefetches (into L2) the codes
+// this far ahead; the columns are contiguous, so that is a later column tile. Measured on the
+// Qwen2.5-0.5B shapes, int4 g128, m = 1, one thread (docs/kernels.md): 4 columns ahead
+// (1.8 KiB at k = 896) gave 8 GB/s, 8 KiB 14-19 GB/s, 16 KiB 23-28 GB/s (the read probe:
+// 22-30 GB/s on the same busy machine), 32 KiB no better. Past the last column the
+// prefetches point beyond the codes, which is harmless: prefetches never fault.
+constexpr int64_t kPrefetchBytes = 16 * 1024;
 
 // y[i0 .. i0+MR, j0 .. j0+NC): NC columns stream their codes together and each step's codes
 // are unpacked once for the MR rows; each step's activations are arranged once for the NC
@@ -153,7 +155,6 @@ void gemv_tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
   const int64_t nb = w.blocks();
   const int64_t bpg = w.group_size / kQBlock;
   const size_t col_bytes = w.code_bytes_per_column();
-  const int64_t prefetch_ahead = kPrefetchCols * static_cast<int64_t>(col_bytes);
   const __m512i nib = _mm512_set1_epi8(0x0F);
   const auto zero = w.zero_terms != nullptr ? 0 : static_cast<int32_t>(w.uniform_zero);
   __m512 acc[MR][NC];
@@ -178,7 +179,7 @@ void gemv_tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
         step_scales<kBits>(w, j0 + c, nb, b, s_lo, s_hi);
       }
       if constexpr (kBits == 4) {
-        _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_ahead), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T1);
         const __m512i v = _mm512_maskz_loadu_epi8(byte_mask(left * 16), p);
         const __m512i lo = _mm512_and_si512(v, nib);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
@@ -190,8 +191,8 @@ void gemv_tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
               _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s[r].d_lo, s_lo), acc[r][c]);
         }
       } else {
-        _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_ahead), _MM_HINT_T1);
-        _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_ahead + 64), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + 64), _MM_HINT_T1);
         const __m512i v0 = _mm512_maskz_loadu_epi8(byte_mask(left * 32), p);
         const __m512i v1 = _mm512_maskz_loadu_epi8(byte_mask(left * 32 - 64), p + 64);
 #pragma GCC unroll 8
@@ -247,7 +248,7 @@ void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
 constexpr int kPanelCols = 32;
 constexpr int64_t kChunkBlocks = 16;  // 16 blocks x 32 columns x 32 bytes = 16 KiB of panel
 constexpr int kQuads = kQBlock / 4;   // 8 groups of 4 inputs per block
-constexpr int kGemmRows = 4;
+constexpr int kGemmRows = 6;
 
 // 16x16 transpose of 32-bit words held in r[0..15].
 inline void transpose16(__m512i r[16]) {
@@ -332,6 +333,7 @@ void gemm_rows(const QLinearArgs& args, const int32_t* panel, const float* table
   const int64_t bpg = w.group_size / kQBlock;
   const __mmask16 m_lo = lane_mask(nc), m_hi = lane_mask(nc - 16);
   __m512 acc[R][2];
+#pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
     float* y = args.y + (r0 + i) * w.n + j0;
     if (first_chunk) {
@@ -352,6 +354,7 @@ void gemm_rows(const QLinearArgs& args, const int32_t* panel, const float* table
       // First block of group g: add its zero terms once.
       const __m512 z0 = _mm512_load_ps(tab + kPanelCols),
                    z1 = _mm512_load_ps(tab + kPanelCols + 16);
+#pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
         const __m512 gs = _mm512_set1_ps(a.gsum[(r0 + i) * w.n_groups + g]);
         acc[i][0] = _mm512_fmadd_ps(z0, gs, acc[i][0]);
@@ -360,10 +363,13 @@ void gemm_rows(const QLinearArgs& args, const int32_t* panel, const float* table
     }
     const int32_t* pw = panel + blk * kQuads * kPanelCols;
     __m512i dot[R][2];
+#pragma GCC unroll 8
     for (int i = 0; i < R; ++i) dot[i][0] = dot[i][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
     for (int t = 0; t < kQuads; ++t) {
       const __m512i w0 = _mm512_load_si512(pw + t * kPanelCols);
       const __m512i w1 = _mm512_load_si512(pw + t * kPanelCols + 16);
+#pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
         int32_t q4;
         std::memcpy(&q4, a.q + (r0 + i) * a.k_pad + b * kQBlock + t * 4, 4);
@@ -373,12 +379,14 @@ void gemm_rows(const QLinearArgs& args, const int32_t* panel, const float* table
       }
     }
     const __m512 s0 = _mm512_load_ps(tab), s1 = _mm512_load_ps(tab + 16);
+#pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const __m512 d = _mm512_set1_ps(a.d[(r0 + i) * nb + b]);
       acc[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][0]), _mm512_mul_ps(d, s0), acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][1]), _mm512_mul_ps(d, s1), acc[i][1]);
     }
   }
+#pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
     float* y = args.y + (r0 + i) * w.n + j0;
     _mm512_mask_storeu_ps(y, m_lo, acc[i][0]);
@@ -417,6 +425,12 @@ void gemm(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
         gemm_rows<kGemmRows>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
       }
       switch (a.m - r0) {
+        case 5:
+          gemm_rows<5>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
+          break;
+        case 4:
+          gemm_rows<4>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
+          break;
         case 3:
           gemm_rows<3>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
           break;
