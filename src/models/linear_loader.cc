@@ -32,7 +32,8 @@ bool is_16bit(DType t) {
 
 }  // namespace
 
-Result<QuantScheme> LinearLoader::stored_scheme(const std::string& module) const {
+Result<QuantScheme> LinearLoader::stored_scheme(const std::string& module, int64_t n,
+                                                int64_t k) const {
   const QuantScheme configured = quant_.scheme_for(module);
   // Which layouts the stored tensor names can be; the config tells GPTQ from AWQ.
   auto pick = [&](std::initializer_list<Layout> layouts,
@@ -63,8 +64,9 @@ Result<QuantScheme> LinearLoader::stored_scheme(const std::string& module) const
   const std::string weight = module + ".weight";
   if (!ckpt_.has(weight)) {
     return invalid_argument(
-        module + " has no weight: expected " + weight +
-        (configured.quantized() ? " or the tensors of " + configured.describe() : std::string()));
+        "tensor '" + weight + "' is missing (expected shape " + shape_string({n, k}) +
+        (configured.quantized() ? ", or the tensors of " + configured.describe() : std::string()) +
+        ")");
   }
   const DType dtype = ckpt_.get(weight).value().dtype;
   if (is_16bit(dtype)) {
@@ -84,7 +86,7 @@ Result<QuantScheme> LinearLoader::stored_scheme(const std::string& module) const
 
 Status LinearLoader::load_one(const std::string& module, int64_t n, int64_t k,
                               ops::LinearWeight* out, QuantScheme* scheme, size_t* stored_bytes) {
-  QS_ASSIGN_OR_RETURN(*scheme, stored_scheme(module));
+  QS_ASSIGN_OR_RETURN(*scheme, stored_scheme(module, n, k));
   std::vector<std::string> names;
   const formats::StoredTensors stored = module_tensors(ckpt_, module, &names);
   consumed_.insert(names.begin(), names.end());

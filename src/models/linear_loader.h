@@ -36,7 +36,7 @@ class LinearLoader {
 
  private:
   // The scheme the stored tensors of `module` are in, or an error naming what is there.
-  Result<formats::QuantScheme> stored_scheme(const std::string& module) const;
+  Result<formats::QuantScheme> stored_scheme(const std::string& module, int64_t n, int64_t k) const;
   Status load_one(const std::string& module, int64_t n, int64_t k, ops::LinearWeight* out,
                   formats::QuantScheme* scheme, size_t* stored_bytes);
 

@@ -6,6 +6,7 @@
 // Then checkpoints whose metadata disagrees with their tensors must fail with a message naming
 // the layer and the tensor.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -46,6 +47,12 @@ json tiny_llama() {
           {"rms_norm_eps", 1e-5},
           {"rope_theta", 10000.0},
           {"tie_word_embeddings", false}};
+}
+
+// ctest runs every test in a process of its own, several at once: directories are per
+// process.
+std::string scratch_dir(const std::string& name) {
+  return testing::fresh_dir(name + "_" + std::to_string(getpid()));
 }
 
 bool is_proj_weight(const std::string& name) {
@@ -216,7 +223,7 @@ std::vector<Case> cases() {
 class QuantModel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dense_dir_ = testing::fresh_dir("quant_model_dense");
+    dense_dir_ = scratch_dir("quant_model_dense");
     testing::write_random_checkpoint(dense_dir_, tiny_llama(), DType::kBF16, 7);
   }
   static std::string dense_dir_;
@@ -226,8 +233,8 @@ std::string QuantModel::dense_dir_;
 TEST_F(QuantModel, EveryLayoutMatchesItsDequantizedModel) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    const std::string quant_dir = testing::fresh_dir("quant_model_q_" + c.name);
-    const std::string ref_dir = testing::fresh_dir("quant_model_ref_" + c.name);
+    const std::string quant_dir = scratch_dir("quant_model_q_" + c.name);
+    const std::string ref_dir = scratch_dir("quant_model_ref_" + c.name);
     write_quantized(dense_dir_, tiny_llama(), c.qc, quant_dir, ref_dir);
     auto quant = models::Model::load(quant_dir);
     ASSERT_TRUE(quant.ok()) << quant.status().to_string();
@@ -247,8 +254,8 @@ TEST_F(QuantModel, EveryLayoutMatchesItsDequantizedModel) {
 // The comparison above can fail: a reference that reads one layer's zero points off by one is
 // far outside the limit.
 TEST_F(QuantModel, AMisreadZeroPointInOneLayerIsCaught) {
-  const std::string quant_dir = testing::fresh_dir("quant_model_misread_q");
-  const std::string ref_dir = testing::fresh_dir("quant_model_misread_ref");
+  const std::string quant_dir = scratch_dir("quant_model_misread_q");
+  const std::string ref_dir = scratch_dir("quant_model_misread_ref");
   write_quantized(dense_dir_, tiny_llama(), int_config(io::ExportFormat::kAutoRound, 4, 32, true),
                   quant_dir, ref_dir, "model.layers.1.self_attn.v_proj");
   auto quant = models::Model::load(quant_dir);
@@ -266,10 +273,10 @@ TEST_F(QuantModel, W4G128ResidentBytesAreAQuarterOfBf16) {
   json config = tiny_llama();
   config["hidden_size"] = 256;
   config["intermediate_size"] = 512;
-  const std::string dense = testing::fresh_dir("quant_model_w4_dense");
+  const std::string dense = scratch_dir("quant_model_w4_dense");
   testing::write_random_checkpoint(dense, config, DType::kBF16, 3);
-  const std::string quant_dir = testing::fresh_dir("quant_model_w4_q");
-  const std::string ref_dir = testing::fresh_dir("quant_model_w4_ref");
+  const std::string quant_dir = scratch_dir("quant_model_w4_q");
+  const std::string ref_dir = scratch_dir("quant_model_w4_ref");
   write_quantized(dense, config, int_config(io::ExportFormat::kAutoRound, 4, 128, true), quant_dir,
                   ref_dir);
   auto model = models::Model::load(quant_dir);
@@ -288,8 +295,8 @@ TEST_F(QuantModel, W4G128ResidentBytesAreAQuarterOfBf16) {
 class QuantModelErrors : public QuantModel {
  protected:
   void SetUp() override {
-    dir_ = testing::fresh_dir("quant_model_err");
-    const std::string ref = testing::fresh_dir("quant_model_err_ref");
+    dir_ = scratch_dir("quant_model_err");
+    const std::string ref = scratch_dir("quant_model_err_ref");
     write_quantized(dense_dir_, tiny_llama(), int_config(io::ExportFormat::kAutoRound, 4, 32, true),
                     dir_, ref);
     auto config = io::read_json(dir_ + "/config.json");
