@@ -122,7 +122,12 @@ std::string QuantMatrix::kernel() const {
   const kernels::Isa isa = kernels::active_isa();
   const std::string isa_name = isa == kernels::Isa::kAvx512 ? std::string("avx512-vnni")
                                                             : std::string(kernels::isa_name(isa));
-  return "int" + std::to_string(view_.bits) + " " + group + " (" + isa_name + ")";
+  // 2- and 3-bit codes run on the 4-bit kernels; say so rather than hide the stored width.
+  const std::string bits =
+      scheme_.quantized() && scheme_.bits < view_.bits
+          ? "int" + std::to_string(scheme_.bits) + " as int" + std::to_string(view_.bits)
+          : "int" + std::to_string(view_.bits);
+  return bits + " " + group + " (" + isa_name + ")";
 }
 
 size_t QuantMatrix::resident_bytes() const {

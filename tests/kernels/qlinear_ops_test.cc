@@ -179,6 +179,13 @@ TEST(QuantLinear, Int4G128IsUnderAThirdOfBf16) {
   EXPECT_NE((*made)->kernel().find("int4 g128"), std::string::npos) << (*made)->kernel();
 }
 
+TEST(QuantLinear, KernelNameSaysWhenNarrowCodesRunAsInt4) {
+  const QuantizedWeight w = random_weight(8, 256, 3, 128, false, 4);
+  auto made = ops::QuantMatrix::make(scheme_of(w), w);
+  ASSERT_TRUE(made.ok());
+  EXPECT_EQ((*made)->kernel().rfind("int3 as int4 g128 (", 0), 0u) << (*made)->kernel();
+}
+
 TEST(QuantLinear, MalformedWeightsAreErrors) {
   const QuantizedWeight good = random_weight(8, 64, 4, 32, false, 2);
   ASSERT_TRUE(ops::QuantMatrix::make(scheme_of(good), good).ok());
