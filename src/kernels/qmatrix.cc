@@ -172,25 +172,28 @@ size_t qacts_bytes(const QMatrixView& w, int64_t m) {
          round_up(rows * blocks * sizeof(int32_t), kAlign);
 }
 
+QActsBuffers qacts_buffers(const QMatrixView& w, int64_t m, void* buf) {
+  auto* base = static_cast<uint8_t*>(buf);
+  QActsBuffers b;
+  b.q = reinterpret_cast<int8_t*>(base);
+  base += round_up(static_cast<size_t>(m * w.k_pad), kAlign);
+  b.d = reinterpret_cast<float*>(base);
+  base += round_up(static_cast<size_t>(m * w.blocks()) * sizeof(float), kAlign);
+  b.gsum = reinterpret_cast<float*>(base);
+  base += round_up(static_cast<size_t>(m * w.n_groups) * sizeof(float), kAlign);
+  b.qsum = reinterpret_cast<int32_t*>(base);
+  b.view = {m, w.k_pad, w.n_groups, w.group_size, b.q, b.d, b.gsum, b.qsum};
+  return b;
+}
+
 QActsView quantize_acts(const QMatrixView& w, const float* x, int64_t m, void* buf) {
   const int64_t nb = w.blocks();
-  auto* base = static_cast<uint8_t*>(buf);
-  QActsView a;
-  a.m = m;
-  a.k_pad = w.k_pad;
-  a.n_groups = w.n_groups;
-  a.group_size = w.group_size;
-  auto* q = reinterpret_cast<int8_t*>(base);
-  base += round_up(static_cast<size_t>(m * w.k_pad), kAlign);
-  auto* d = reinterpret_cast<float*>(base);
-  base += round_up(static_cast<size_t>(m * nb) * sizeof(float), kAlign);
-  auto* gsum = reinterpret_cast<float*>(base);
-  base += round_up(static_cast<size_t>(m * w.n_groups) * sizeof(float), kAlign);
-  auto* qsum = reinterpret_cast<int32_t*>(base);
-  a.q = q;
-  a.d = d;
-  a.gsum = gsum;
-  a.qsum = qsum;
+  const QActsBuffers bufs = qacts_buffers(w, m, buf);
+  const QActsView a = bufs.view;
+  int8_t* const q = bufs.q;
+  float* const d = bufs.d;
+  float* const gsum = bufs.gsum;
+  int32_t* const qsum = bufs.qsum;
 
   const int64_t blocks_per_group = w.group_size / kQBlock;
   for (int64_t r = 0; r < m; ++r) {

@@ -72,6 +72,16 @@ struct QActsView {
 // Bytes of the buffers quantize_acts fills for m rows against `w`: q, d, gsum, qsum (each
 // rounded up to 64 bytes). The caller owns and aligns the buffer (64 bytes).
 size_t qacts_bytes(const QMatrixView& w, int64_t m);
+// The buffers of qacts_bytes(w, m) bytes at `buf` as quantize_acts lays them out: the view,
+// and the same memory writable, for the per-ISA quantizers.
+struct QActsBuffers {
+  QActsView view;
+  int8_t* q = nullptr;
+  float* d = nullptr;
+  float* gsum = nullptr;
+  int32_t* qsum = nullptr;
+};
+QActsBuffers qacts_buffers(const QMatrixView& w, int64_t m, void* buf);
 // Quantizes x [m, k] f32 for `w` into `buf` (qacts_bytes(w, m) bytes) and returns the view.
 // Scalar; the per-ISA versions in cpu/qlinear_cpu.h give bit-identical q, d, gsum, qsum.
 QActsView quantize_acts(const QMatrixView& w, const float* x, int64_t m, void* buf);

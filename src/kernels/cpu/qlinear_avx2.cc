@@ -434,12 +434,6 @@ void gemm_panel(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
 // the default rounding mode), then truncated to the low byte as the scalar int8 cast does
 // (NaN and overflow give 0x80000000 in both, low byte 0).
 
-constexpr size_t kAlign = 64;
-
-size_t round_up(size_t v, size_t a) {
-  return (v + a - 1) / a * a;
-}
-
 // The 32 inputs of block b of row xr, permuted, zero past k.
 void load_block(const QMatrixView& w, const float* xr, int64_t b, __m256 v[4]) {
   const int64_t c0 = b * kQBlock;
@@ -492,23 +486,12 @@ void qlinear_gemm_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end) 
 
 QActsView quantize_acts_avx2(const QMatrixView& w, const float* x, int64_t m, void* buf) {
   const int64_t nb = w.blocks();
-  auto* base = static_cast<uint8_t*>(buf);
-  QActsView a;
-  a.m = m;
-  a.k_pad = w.k_pad;
-  a.n_groups = w.n_groups;
-  a.group_size = w.group_size;
-  auto* q = reinterpret_cast<int8_t*>(base);
-  base += round_up(static_cast<size_t>(m * w.k_pad), kAlign);
-  auto* d = reinterpret_cast<float*>(base);
-  base += round_up(static_cast<size_t>(m * nb) * sizeof(float), kAlign);
-  auto* gsum = reinterpret_cast<float*>(base);
-  base += round_up(static_cast<size_t>(m * w.n_groups) * sizeof(float), kAlign);
-  auto* qsum = reinterpret_cast<int32_t*>(base);
-  a.q = q;
-  a.d = d;
-  a.gsum = gsum;
-  a.qsum = qsum;
+  const QActsBuffers bufs = qacts_buffers(w, m, buf);
+  const QActsView a = bufs.view;
+  int8_t* const q = bufs.q;
+  float* const d = bufs.d;
+  float* const gsum = bufs.gsum;
+  int32_t* const qsum = bufs.qsum;
 
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256i low_byte = _mm256_set1_epi32(0xFF);

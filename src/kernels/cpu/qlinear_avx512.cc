@@ -18,11 +18,6 @@
 namespace qs::kernels::cpu {
 namespace {
 
-constexpr size_t kAlign = 64;
-size_t round_up(size_t v, size_t a) {
-  return (v + a - 1) / a * a;
-}
-
 // The GEMV walks the inputs in steps of four blocks (128 inputs): 64 bytes of 4-bit codes,
 // one zmm, per column.
 constexpr int64_t kStepBlocks = 4;
@@ -471,23 +466,12 @@ void qlinear_gemm_avx512(const QLinearArgs& args, int64_t n_begin, int64_t n_end
 
 QActsView quantize_acts_avx512(const QMatrixView& w, const float* x, int64_t m, void* buf) {
   const int64_t nb = w.blocks();
-  auto* base = static_cast<uint8_t*>(buf);
-  QActsView a;
-  a.m = m;
-  a.k_pad = w.k_pad;
-  a.n_groups = w.n_groups;
-  a.group_size = w.group_size;
-  auto* q = reinterpret_cast<int8_t*>(base);
-  base += round_up(static_cast<size_t>(m * w.k_pad), kAlign);
-  auto* d = reinterpret_cast<float*>(base);
-  base += round_up(static_cast<size_t>(m * nb) * sizeof(float), kAlign);
-  auto* gsum = reinterpret_cast<float*>(base);
-  base += round_up(static_cast<size_t>(m * w.n_groups) * sizeof(float), kAlign);
-  auto* qsum = reinterpret_cast<int32_t*>(base);
-  a.q = q;
-  a.d = d;
-  a.gsum = gsum;
-  a.qsum = qsum;
+  const QActsBuffers bufs = qacts_buffers(w, m, buf);
+  const QActsView a = bufs.view;
+  int8_t* const q = bufs.q;
+  float* const d = bufs.d;
+  float* const gsum = bufs.gsum;
+  int32_t* const qsum = bufs.qsum;
 
   const __m512 sign = _mm512_set1_ps(-0.0f);
   const int64_t bpg = w.group_size / kQBlock;
