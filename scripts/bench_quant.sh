@@ -43,20 +43,26 @@ python3 - "${results[@]}" <<'PY'
 import json, sys
 
 args = sys.argv[1:]
-print("| model | weights | resident MiB | threads | pp t/s | tg t/s | tg roofline |")
-print("|---|---|---:|---:|---:|---:|---:|")
+print("| model | weights | resident MiB | decode MiB/token | threads | pp t/s | tg t/s "
+      "| read GB/s before / after | tg weight GB/s | tg roofline |")
+print("|---|---|---:|---:|---:|---:|---:|---|---:|---:|")
 for i in range(0, len(args), 3):
     preset, scheme, path = args[i:i + 3]
     rows = {}
     for r in json.load(open(path)):
-        row = rows.setdefault(r["threads"], {"resident": r["resident_weight_bytes"]})
+        row = rows.setdefault(r["threads"], {"resident": r["resident_weight_bytes"],
+                                             "per_token": r["weight_bytes_per_token"]})
         kind = "pp" if r["test"].startswith("pp") else "tg"
-        row[kind] = r["tokens_per_second_mean"]
+        row[kind] = f"{r['tokens_per_second_mean']:.2f} ± {r['tokens_per_second_sd']:.2f}"
         if kind == "tg" and "roofline_fraction" in r:
             row["roof"] = r["roofline_fraction"]
+            row["bw"] = (r["read_bandwidth_gbs_before"], r["read_bandwidth_gbs_after"])
+            row["achieved"] = r["tokens_per_second_mean"] * r["weight_bytes_per_token"] / 1e9
     for threads, row in sorted(rows.items()):
-        fmt = lambda key: f"{row[key]:.2f}" if key in row else "-"
         roof = f"{100 * row['roof']:.0f}%" if "roof" in row else "-"
-        print(f"| {preset} | {scheme} | {row['resident'] / 2**20:.1f} | {threads} | "
-              f"{fmt('pp')} | {fmt('tg')} | {roof} |")
+        bw = f"{row['bw'][0]:.1f} / {row['bw'][1]:.1f}" if "bw" in row else "-"
+        ach = f"{row['achieved']:.1f}" if "achieved" in row else "-"
+        print(f"| {preset} | {scheme} | {row['resident'] / 2**20:.1f} | "
+              f"{row['per_token'] / 2**20:.1f} | {threads} | {row.get('pp', '-')} | "
+              f"{row.get('tg', '-')} | {bw} | {ach} | {roof} |")
 PY
