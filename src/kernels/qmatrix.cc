@@ -186,16 +186,31 @@ QActsBuffers qacts_buffers(const QMatrixView& w, int64_t m, void* buf) {
   return b;
 }
 
+// Built without FMA (this file has no ISA flags), so d * qsum is rounded before the add in
+// every ISA's activations alike.
+void qacts_group_sums(const QMatrixView& w, const QActsBuffers& bufs) {
+  const int64_t nb = w.blocks();
+  const int64_t blocks_per_group = w.group_size / kQBlock;
+  for (int64_t r = 0; r < bufs.view.m; ++r) {
+    for (int64_t g = 0; g < w.n_groups; ++g) {
+      float s = 0.0f;
+      const int64_t b_end = std::min(nb, (g + 1) * blocks_per_group);
+      for (int64_t b = g * blocks_per_group; b < b_end; ++b) {
+        s += bufs.d[r * nb + b] * static_cast<float>(bufs.qsum[r * nb + b]);
+      }
+      bufs.gsum[r * w.n_groups + g] = s;
+    }
+  }
+}
+
 QActsView quantize_acts(const QMatrixView& w, const float* x, int64_t m, void* buf) {
   const int64_t nb = w.blocks();
   const QActsBuffers bufs = qacts_buffers(w, m, buf);
   const QActsView a = bufs.view;
   int8_t* const q = bufs.q;
   float* const d = bufs.d;
-  float* const gsum = bufs.gsum;
   int32_t* const qsum = bufs.qsum;
 
-  const int64_t blocks_per_group = w.group_size / kQBlock;
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * w.k;
     for (int64_t b = 0; b < nb; ++b) {
@@ -218,15 +233,8 @@ QActsView quantize_acts(const QMatrixView& w, const float* x, int64_t m, void* b
       d[r * nb + b] = amax / 127.0f;
       qsum[r * nb + b] = sum;
     }
-    for (int64_t g = 0; g < w.n_groups; ++g) {
-      float s = 0.0f;
-      const int64_t b_end = std::min(nb, (g + 1) * blocks_per_group);
-      for (int64_t b = g * blocks_per_group; b < b_end; ++b) {
-        s += d[r * nb + b] * static_cast<float>(qsum[r * nb + b]);
-      }
-      gsum[r * w.n_groups + g] = s;
-    }
   }
+  qacts_group_sums(w, bufs);
   return a;
 }
 

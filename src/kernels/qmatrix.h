@@ -82,6 +82,9 @@ struct QActsBuffers {
   int32_t* qsum = nullptr;
 };
 QActsBuffers qacts_buffers(const QMatrixView& w, int64_t m, void* buf);
+// Fills gsum from d and qsum, which the quantizer wrote: one definition for every ISA, so
+// that the sums round alike (a file built with -mfma would contract d * qsum + s).
+void qacts_group_sums(const QMatrixView& w, const QActsBuffers& bufs);
 // Quantizes x [m, k] f32 for `w` into `buf` (qacts_bytes(w, m) bytes) and returns the view.
 // Scalar; the per-ISA versions in cpu/qlinear_cpu.h give bit-identical q, d, gsum, qsum.
 QActsView quantize_acts(const QMatrixView& w, const float* x, int64_t m, void* buf);

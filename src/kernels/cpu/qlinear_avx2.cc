@@ -490,13 +490,11 @@ QActsView quantize_acts_avx2(const QMatrixView& w, const float* x, int64_t m, vo
   const QActsView a = bufs.view;
   int8_t* const q = bufs.q;
   float* const d = bufs.d;
-  float* const gsum = bufs.gsum;
   int32_t* const qsum = bufs.qsum;
 
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256i low_byte = _mm256_set1_epi32(0xFF);
   const __m256i byte_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  const int64_t blocks_per_group = w.group_size / kQBlock;
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * w.k;
     for (int64_t b = 0; b < nb; ++b) {
@@ -520,19 +518,8 @@ QActsView quantize_acts_avx2(const QMatrixView& w, const float* x, int64_t m, vo
       qsum[r * nb + b] = reduce_add_i32(_mm256_madd_epi16(sum16, _mm256_set1_epi16(1)));
       d[r * nb + b] = amax / 127.0f;
     }
-    // The same sequential f32 sum as the scalar version, in scalar intrinsics: written as
-    // s += d * qsum, this file's -mfma would let GCC contract it into one fma (C++ defaults
-    // to -ffp-contract=fast), while the scalar code, built without FMA, rounds d * qsum.
-    for (int64_t g = 0; g < w.n_groups; ++g) {
-      __m128 s = _mm_setzero_ps();
-      const int64_t b_end = std::min(nb, (g + 1) * blocks_per_group);
-      for (int64_t b = g * blocks_per_group; b < b_end; ++b) {
-        const __m128 qs = _mm_cvtsi32_ss(_mm_setzero_ps(), qsum[r * nb + b]);
-        s = _mm_add_ss(s, _mm_mul_ss(_mm_load_ss(d + r * nb + b), qs));
-      }
-      gsum[r * w.n_groups + g] = _mm_cvtss_f32(s);
-    }
   }
+  qacts_group_sums(w, bufs);
   return a;
 }
 

@@ -470,11 +470,9 @@ QActsView quantize_acts_avx512(const QMatrixView& w, const float* x, int64_t m, 
   const QActsView a = bufs.view;
   int8_t* const q = bufs.q;
   float* const d = bufs.d;
-  float* const gsum = bufs.gsum;
   int32_t* const qsum = bufs.qsum;
 
   const __m512 sign = _mm512_set1_ps(-0.0f);
-  const int64_t bpg = w.group_size / kQBlock;
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * w.k;
     for (int64_t b = 0; b < nb; ++b) {
@@ -502,15 +500,8 @@ QActsView quantize_acts_avx512(const QMatrixView& w, const float* x, int64_t m, 
       d[r * nb + b] = amax / 127.0f;
       qsum[r * nb + b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     }
-    for (int64_t g = 0; g < w.n_groups; ++g) {
-      float s = 0.0f;
-      const int64_t b_end = std::min(nb, (g + 1) * bpg);
-      for (int64_t b = g * bpg; b < b_end; ++b) {
-        s += d[r * nb + b] * static_cast<float>(qsum[r * nb + b]);
-      }
-      gsum[r * w.n_groups + g] = s;
-    }
   }
+  qacts_group_sums(w, bufs);
   return a;
 }
 
