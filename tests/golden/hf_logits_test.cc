@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/golden_fixtures.h"
 #include "engine/kv_cache.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
@@ -19,17 +20,10 @@ namespace qs {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::argmax;
+using testing::read_floats;
 
 const fs::path kFixtures = fs::path(QS_SOURCE_DIR) / "tests/golden/fixtures/hf";
-
-std::vector<float> read_floats(const fs::path& file, int64_t offset_bytes, int64_t count) {
-  std::ifstream in(file, std::ios::binary);
-  in.seekg(offset_bytes);
-  std::vector<float> v(count);
-  in.read(reinterpret_cast<char*>(v.data()), count * 4);
-  EXPECT_TRUE(in.good()) << file;
-  return v;
-}
 
 // |a - b| <= 1e-4 * max(|b|, 1): relative for logits of ordinary size, absolute near 0.
 void expect_logits_close(const float* got, const std::vector<float>& want, int64_t row,
@@ -42,10 +36,6 @@ void expect_logits_close(const float* got, const std::vector<float>& want, int64
     }
   }
   EXPECT_EQ(bad, 0) << what;
-}
-
-int32_t argmax(const float* x, int64_t n) {
-  return static_cast<int32_t>(std::max_element(x, x + n) - x);
 }
 
 class HfLogits : public ::testing::TestWithParam<std::string> {};
@@ -106,13 +96,7 @@ TEST_P(HfLogits, PromptAndGreedyLogitsMatchTransformers) {
 }
 
 std::vector<std::string> fixture_names() {
-  std::vector<std::string> names;
-  if (!fs::exists(kFixtures)) return names;
-  for (const auto& e : fs::directory_iterator(kFixtures)) {
-    if (fs::exists(e.path() / "reference.json")) names.push_back(e.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  return testing::fixture_names(kFixtures);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfLogits, ::testing::ValuesIn(fixture_names()),

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/golden_fixtures.h"
 #include "core/thread_pool.h"
 #include "engine/kv_cache.h"
 #include "formats/layouts.h"
@@ -25,26 +26,15 @@ namespace qs {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::argmax;
+using testing::read_floats;
 
 const fs::path kFixtures = fs::path(QS_SOURCE_DIR) / "tests/golden/fixtures/quant";
-
-std::vector<float> read_floats(const fs::path& file, int64_t offset_bytes, int64_t count) {
-  std::ifstream in(file, std::ios::binary);
-  in.seekg(offset_bytes);
-  std::vector<float> v(count);
-  in.read(reinterpret_cast<char*>(v.data()), count * 4);
-  EXPECT_TRUE(in.good()) << file;
-  return v;
-}
 
 float max_abs(const float* x, int64_t n) {
   float m = 0;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
   return m;
-}
-
-int32_t argmax(const float* x, int64_t n) {
-  return static_cast<int32_t>(std::max_element(x, x + n) - x);
 }
 
 // Top-1 minus top-2 of one logits row.
@@ -301,13 +291,7 @@ TEST_P(QuantGolden, LogitsMatchTheTool) {
 }
 
 std::vector<std::string> fixture_names() {
-  std::vector<std::string> names;
-  if (!fs::exists(kFixtures)) return names;
-  for (const auto& e : fs::directory_iterator(kFixtures)) {
-    if (fs::exists(e.path() / "reference.json")) names.push_back(e.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  return testing::fixture_names(kFixtures);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, QuantGolden, ::testing::ValuesIn(fixture_names()),
