@@ -13,19 +13,15 @@ namespace {
 
 using formats::Layout;
 using testing::fp8;
+using testing::has;
 using testing::kDense;
+using testing::kDown;
+using testing::kQ;
+using testing::kRouter;
 using testing::parse_error;
 using testing::parse_ok;
 using testing::same;
 using testing::scheme;
-
-const char* const kQ = "model.layers.0.self_attn.q_proj";
-const char* const kDown = "model.layers.0.mlp.down_proj";
-const char* const kRouter = "model.layers.0.mlp.gate";
-
-bool has(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // One llm-compressor config.json quantization_config with `weights`, `acts` and `format`
 // substituted into the shape llm-compressor 0.6 writes.

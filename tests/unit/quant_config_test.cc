@@ -18,19 +18,15 @@ namespace {
 namespace fs = std::filesystem;
 using formats::Layout;
 using nlohmann::json;
+using testing::has;
 using testing::kDense;
+using testing::kDown;
+using testing::kQ;
+using testing::kRouter;
 using testing::parse_error;
 using testing::parse_ok;
 using testing::same;
 using testing::scheme;
-
-const char* const kQ = "model.layers.0.self_attn.q_proj";
-const char* const kDown = "model.layers.0.mlp.down_proj";
-const char* const kRouter = "model.layers.0.mlp.gate";
-
-bool has(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // ----- AutoRound -----------------------------------------------------------------------------
 

@@ -47,6 +47,15 @@ inline formats::QuantScheme fp8(int64_t group, int64_t block_n = 0, int64_t bloc
 
 inline const formats::QuantScheme kDense{};
 
+// Module names the tests ask scheme_for about.
+inline const char* const kQ = "model.layers.0.self_attn.q_proj";
+inline const char* const kDown = "model.layers.0.mlp.down_proj";
+inline const char* const kRouter = "model.layers.0.mlp.gate";
+
+inline bool has(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
 // Parses `text` as one quantization_config from `source`; a failure is a test failure.
 inline QuantConfig parse_ok(const std::string& text, const std::string& source = "config.json") {
   auto r = parse_quant_config(nlohmann::json::parse(text), source);
