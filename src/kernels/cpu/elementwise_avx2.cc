@@ -9,23 +9,10 @@
 #include <cmath>
 
 #include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/cpu/reduce_avx2.h"
 
 namespace qs::kernels::cpu {
 namespace {
-
-float reduce_add(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-float reduce_max(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // See exp_ps in elementwise_avx512.cc; max/min keep x second so that NaN propagates.
 __m256 exp_ps(__m256 x) {

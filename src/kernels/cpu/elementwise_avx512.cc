@@ -9,30 +9,13 @@
 #include <cmath>
 
 #include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/cpu/reduce_avx512.h"
 
 namespace qs::kernels::cpu {
 namespace {
 
 __mmask16 first_lanes(int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
-}
-
-float reduce_add(__m512 v) {
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  __m128 s = _mm512_castps512_ps128(v);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-float reduce_max(__m512 v) {
-  v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  __m128 s = _mm512_castps512_ps128(v);
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // e^x = 2^n * e^r with n = round(x / ln 2), |r| <= ln 2 / 2, ln 2 split in two parts so that

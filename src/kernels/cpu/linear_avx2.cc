@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/linear_cpu.h"
+#include "kernels/cpu/reduce_avx2.h"
 
 namespace qs::kernels::cpu {
 namespace {
@@ -37,13 +38,6 @@ struct F16Weights {
   }
   static float scalar(const T* p) { return _cvtsh_ss(*p); }
 };
-
-float reduce_add(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // ---- GEMV: M rows of x against R rows of w, w streamed once ----------------------------
 // Each cache line of the rows 16 ahead is prefetched into L2: see linear_avx512.cc.

@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/linear_cpu.h"
+#include "kernels/cpu/reduce_avx512.h"
 
 namespace qs::kernels::cpu {
 namespace {
@@ -68,15 +69,6 @@ struct F16Weights {
 };
 
 // Horizontal sum. (_mm512_reduce_add_ps trips GCC 12's -Wuninitialized inside its header.)
-float reduce_add(__m512 v) {
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-  __m128 s = _mm512_castps512_ps128(v);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 __mmask16 first_lanes(int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
 }

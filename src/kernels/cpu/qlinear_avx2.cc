@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/qlinear_cpu.h"
+#include "kernels/cpu/reduce_avx2.h"
 
 namespace qs::kernels::cpu {
 namespace {
@@ -162,13 +163,6 @@ template <class W>
 __m256 pair_scales(const float* v) {
   const __m128 two = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v)));
   return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two), W::pair_lanes());
-}
-
-float reduce_add(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // sum_g a[g] * b[g] over n values.
@@ -454,20 +448,6 @@ void load_block(const QMatrixView& w, const float* xr, int64_t b, __m256 v[4]) {
     tail[i] = c < w.k ? xr[w.perm != nullptr ? w.perm[c] : c] : 0.0f;
   }
   for (int t = 0; t < 4; ++t) v[t] = _mm256_load_ps(tail + 8 * t);
-}
-
-float reduce_max(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-int32_t reduce_add_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-  return _mm_cvtsi128_si32(s);
 }
 
 }  // namespace
