@@ -1,6 +1,8 @@
 // models: LinearLoader (see linear_loader.h).
 #include "models/linear_loader.h"
 
+#include <algorithm>
+
 #include "core/log.h"
 #include "formats/layouts.h"
 #include "ops/quant_matrix.h"
@@ -12,12 +14,15 @@ using formats::Layout;
 using formats::QuantScheme;
 
 // The tensors `module.<suffix>` of the checkpoint, bias excluded (it stays with the model).
-formats::StoredTensors module_tensors(const io::Checkpoint& ckpt, const std::string& module,
-                                      std::vector<std::string>* names) {
+// `all` is the checkpoint's sorted name list: the module's names are one contiguous run.
+formats::StoredTensors module_tensors(const io::Checkpoint& ckpt,
+                                      const std::vector<std::string>& all,
+                                      const std::string& module, std::vector<std::string>* names) {
   formats::StoredTensors stored;
   const std::string prefix = module + ".";
-  for (const std::string& name : ckpt.names()) {
-    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+  for (auto it = std::lower_bound(all.begin(), all.end(), prefix); it != all.end(); ++it) {
+    const std::string& name = *it;
+    if (name.compare(0, prefix.size(), prefix) != 0) break;
     const std::string suffix = name.substr(prefix.size());
     if (suffix == "bias" || suffix.find('.') != std::string::npos) continue;
     stored.emplace(suffix, ckpt.get(name).value());
@@ -88,7 +93,7 @@ Status LinearLoader::load_one(const std::string& module, int64_t n, int64_t k,
                               ops::LinearWeight* out, QuantScheme* scheme, size_t* stored_bytes) {
   QS_ASSIGN_OR_RETURN(*scheme, stored_scheme(module, n, k));
   std::vector<std::string> names;
-  const formats::StoredTensors stored = module_tensors(ckpt_, module, &names);
+  const formats::StoredTensors stored = module_tensors(ckpt_, names_, module, &names);
   consumed_.insert(names.begin(), names.end());
   *stored_bytes = 0;
   if (!scheme->quantized()) {

@@ -22,7 +22,7 @@ namespace qs::models {
 class LinearLoader {
  public:
   LinearLoader(const io::Checkpoint& ckpt, const io::QuantConfig& quant)
-      : ckpt_(ckpt), quant_(quant) {}
+      : ckpt_(ckpt), quant_(quant), names_(ckpt.names()) {}
 
   // Loads module `module` ("model.layers.0.self_attn.q_proj", "lm_head") as W[n, k] into
   // `out`, with the scheme it is stored in and its stored bytes. On failure records the
@@ -42,6 +42,7 @@ class LinearLoader {
 
   const io::Checkpoint& ckpt_;
   const io::QuantConfig& quant_;
+  const std::vector<std::string> names_;  // the checkpoint's, sorted; read once
   std::vector<std::string> problems_;
   std::set<std::string> consumed_;
 };
