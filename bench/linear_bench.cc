@@ -48,13 +48,13 @@ Tensor random_weights(DType dtype, int64_t n, int64_t k, uint32_t seed) {
     const float v = static_cast<float>(static_cast<int32_t>(s >> 8) - (1 << 23)) / (1 << 27);
     switch (dtype) {
       case DType::kF32:
-        w.ptr<float>()[i] = v;
+        w.mutable_ptr<float>()[i] = v;
         break;
       case DType::kBF16:
-        w.ptr<uint16_t>()[i] = f32_to_bf16(v);
+        w.mutable_ptr<uint16_t>()[i] = f32_to_bf16(v);
         break;
       default:
-        w.ptr<uint16_t>()[i] = f32_to_f16(v);
+        w.mutable_ptr<uint16_t>()[i] = f32_to_f16(v);
         break;
     }
   }

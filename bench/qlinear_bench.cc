@@ -64,7 +64,7 @@ ops::LinearWeight make_weight(Format f, const Shape& shape, uint32_t seed) {
   if (f == Format::kBf16) {
     Tensor w = Tensor::zeros(DType::kBF16, {shape.n, shape.k});
     for (int64_t i = 0; i < shape.n * shape.k; ++i) {
-      w.ptr<uint16_t>()[i] =
+      w.mutable_ptr<uint16_t>()[i] =
           f32_to_bf16(static_cast<float>(static_cast<int32_t>(next(s) % 2001) - 1000) / 16000.0f);
     }
     return w;

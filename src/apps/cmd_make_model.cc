@@ -70,13 +70,13 @@ Tensor random_tensor(const models::TensorSpec& spec, DType dtype, uint64_t seed)
     const float v = is_norm ? 1.0f : amplitude * rng.uniform();
     switch (dtype) {
       case DType::kBF16:
-        t.ptr<uint16_t>()[i] = f32_to_bf16(v);
+        t.mutable_ptr<uint16_t>()[i] = f32_to_bf16(v);
         break;
       case DType::kF16:
-        t.ptr<uint16_t>()[i] = f32_to_f16(v);
+        t.mutable_ptr<uint16_t>()[i] = f32_to_f16(v);
         break;
       default:
-        t.ptr<float>()[i] = v;
+        t.mutable_ptr<float>()[i] = v;
         break;
     }
   }

@@ -118,7 +118,12 @@ float fp8_e4m3_to_f32(uint8_t v) {
 uint8_t f32_to_fp8_e4m3(float f) {
   if (std::isnan(f)) return 0x7f;
   const uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  return sign | static_cast<uint8_t>(encode_small_float(std::fabs(f), 4, 3, 0x7e));
+  const float a = std::fabs(f);
+  // E4M3 has no infinity (its max is 448, code 0x7e): ±inf saturates like every finite value
+  // past 448 does below (the OCP spec's saturating mode). Checked before encoding, because
+  // frexp(inf) leaves its exponent unspecified and the float-to-int cast would be UB.
+  if (a >= 464.0f) return sign | 0x7e;  // 464 is halfway from 448 to the next step
+  return sign | static_cast<uint8_t>(encode_small_float(a, 4, 3, 0x7e));
 }
 
 float fp8_e5m2_to_f32(uint8_t v) {

@@ -3,11 +3,12 @@
 // our own code use QS_CHECK (check.h) instead.
 #pragma once
 
-#include <cassert>
 #include <optional>
 #include <string>
 #include <utility>
 #include <variant>
+
+#include "core/check.h"
 
 namespace qs {
 
@@ -75,7 +76,8 @@ class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT
-    assert(!status_.ok() && "Result built from an ok Status carries no value");
+    // Always on: with NDEBUG an assert would let value() read an empty optional (UB).
+    QS_CHECK_MSG(!status_.ok(), "Result built from an ok Status carries no value");
   }
 
   bool ok() const { return status_.ok(); }

@@ -24,6 +24,7 @@ Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
   QS_CHECK(p != nullptr);
   std::memset(p, 0, bytes == 0 ? 64 : bytes);
   t.data = p;
+  t.writable_data = p;
   t.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
   return t;
 }
@@ -34,19 +35,19 @@ Tensor Tensor::from_f32(DType dtype, std::vector<int64_t> shape, const std::vect
   for (size_t i = 0; i < values.size(); ++i) {
     switch (dtype) {
       case DType::kF32:
-        t.ptr<float>()[i] = values[i];
+        t.mutable_ptr<float>()[i] = values[i];
         break;
       case DType::kF16:
-        t.ptr<uint16_t>()[i] = f32_to_f16(values[i]);
+        t.mutable_ptr<uint16_t>()[i] = f32_to_f16(values[i]);
         break;
       case DType::kBF16:
-        t.ptr<uint16_t>()[i] = f32_to_bf16(values[i]);
+        t.mutable_ptr<uint16_t>()[i] = f32_to_bf16(values[i]);
         break;
       case DType::kF8E4M3:
-        t.ptr<uint8_t>()[i] = f32_to_fp8_e4m3(values[i]);
+        t.mutable_ptr<uint8_t>()[i] = f32_to_fp8_e4m3(values[i]);
         break;
       case DType::kF8E5M2:
-        t.ptr<uint8_t>()[i] = f32_to_fp8_e5m2(values[i]);
+        t.mutable_ptr<uint8_t>()[i] = f32_to_fp8_e5m2(values[i]);
         break;
       default:
         QS_CHECK_MSG(false, "from_f32 needs a float dtype");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "core/dtype.h"
 
 namespace qs {
@@ -15,7 +16,12 @@ namespace qs {
 struct Tensor {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
-  void* data = nullptr;
+  // Read-only through this pointer: checkpoint weights are views into a read-only mapping
+  // (PROT_READ), where a write would fault, so the type does not allow one.
+  const void* data = nullptr;
+  // The same bytes, writable, only when this process allocated them (zeros, from_f32);
+  // null for views into a mapping. Reach it through mutable_ptr().
+  void* writable_data = nullptr;
   std::shared_ptr<const void> owner;  // keeps `data` alive; may be null for borrowed views
 
   int64_t numel() const;
@@ -25,8 +31,14 @@ struct Tensor {
   bool empty() const { return data == nullptr; }
 
   template <typename T>
-  T* ptr() const {
-    return static_cast<T*>(data);
+  const T* ptr() const {
+    return static_cast<const T*>(data);
+  }
+  // For tensors this process filled; asking a read-only view for one is a bug of ours.
+  template <typename T>
+  T* mutable_ptr() const {
+    QS_CHECK_MSG(writable_data != nullptr, "tensor is a read-only view (e.g. of a mapped file)");
+    return static_cast<T*>(writable_data);
   }
 
   // A fresh, zero-filled, owning tensor.

@@ -17,8 +17,8 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config), allocator_(conf
     v_.push_back(Tensor::zeros(DType::kF32, shape));
     ops::PagedKvLayer view;
     view.dtype = DType::kF32;
-    view.k = k_.back().data;
-    view.v = v_.back().data;
+    view.k = k_.back().writable_data;
+    view.v = v_.back().writable_data;
     view.n_blocks = config.n_blocks;
     view.block_size = config.block_size;
     view.n_kv_heads = config.n_kv_heads;

@@ -254,20 +254,20 @@ Status pack_common(const QuantScheme& scheme, const QuantizedWeight& w, Layout l
     } else {
       Tensor zp = Tensor::zeros(DType::kI8, scale_shape);
       for (int64_t i = 0; i < n_stored; ++i) {
-        zp.ptr<int8_t>()[i] = static_cast<int8_t>(w.zeros[i] - half);
+        zp.mutable_ptr<int8_t>()[i] = static_cast<int8_t>(w.zeros[i] - half);
       }
       (*out)["weight_zero_point"] = std::move(zp);
     }
   }
   if (!w.g_idx.empty() || (scheme.desc_act && groups > 1)) {
     Tensor g_idx = Tensor::zeros(DType::kI32, {k});
-    for (int64_t c = 0; c < k; ++c) g_idx.ptr<int32_t>()[c] = w.group_of(c);
+    for (int64_t c = 0; c < k; ++c) g_idx.mutable_ptr<int32_t>()[c] = w.group_of(c);
     (*out)["weight_g_idx"] = std::move(g_idx);
   }
   // compressed-tensors writes torch.tensor(weight.shape), an int64 [2].
   Tensor shape = Tensor::zeros(DType::kI64, {2});
-  shape.ptr<int64_t>()[0] = n;
-  shape.ptr<int64_t>()[1] = k;
+  shape.mutable_ptr<int64_t>()[0] = n;
+  shape.mutable_ptr<int64_t>()[1] = k;
   (*out)["weight_shape"] = std::move(shape);
   return ok_status();
 }
@@ -292,7 +292,7 @@ Result<StoredTensors> int_pack(const QuantScheme& scheme, const QuantizedWeight&
   Tensor weight = Tensor::zeros(DType::kI8, {w.n, w.k});
   const int32_t half = 1 << (w.bits - 1);
   for (int64_t i = 0; i < w.n * w.k; ++i) {
-    weight.ptr<int8_t>()[i] = static_cast<int8_t>(w.codes[i] - half);
+    weight.mutable_ptr<int8_t>()[i] = static_cast<int8_t>(w.codes[i] - half);
   }
   out["weight"] = std::move(weight);
   return out;

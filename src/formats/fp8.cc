@@ -112,7 +112,7 @@ Result<StoredTensors> pack(const QuantScheme& scheme, const QuantizedWeight& w) 
   const int64_t n = w.n, k = w.k, groups = w.n_groups();
   StoredTensors out;
   Tensor weight = Tensor::zeros(DType::kF8E4M3, {n, k});
-  std::copy(w.codes.begin(), w.codes.end(), weight.ptr<uint8_t>());
+  std::copy(w.codes.begin(), w.codes.end(), weight.mutable_ptr<uint8_t>());
   out["weight"] = std::move(weight);
   // The first row of each block (or row 0 for a tensor scale) holds the stored value; the
   // others must repeat it, or this layout cannot hold the weight.

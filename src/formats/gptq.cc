@@ -180,7 +180,7 @@ Result<StoredTensors> pack(const QuantScheme& scheme, const QuantizedWeight& w) 
   // An act-order scheme always carries g_idx (unpack requires it); otherwise only when given.
   if (!w.g_idx.empty() || (scheme.desc_act && groups > 1)) {
     Tensor g_idx = Tensor::zeros(DType::kI32, {k});
-    for (int64_t c = 0; c < k; ++c) g_idx.ptr<int32_t>()[c] = w.group_of(c);
+    for (int64_t c = 0; c < k; ++c) g_idx.mutable_ptr<int32_t>()[c] = w.group_of(c);
     out["g_idx"] = std::move(g_idx);
   }
   return out;

@@ -55,7 +55,7 @@ float load_float(const Tensor& t, int64_t i) {
 }
 
 void store_float(const Tensor& t, int64_t i, float v) {
-  char* p = static_cast<char*>(t.data);
+  char* p = t.mutable_ptr<char>();
   uint16_t h;
   switch (t.dtype) {
     case DType::kF32:

@@ -30,7 +30,7 @@ inline uint32_t load_word(const Tensor& t, int64_t i) {
   return v;
 }
 inline void store_word(const Tensor& t, int64_t i, uint32_t v) {
-  std::memcpy(static_cast<char*>(t.data) + i * 4, &v, 4);
+  std::memcpy(t.mutable_ptr<char>() + i * 4, &v, 4);
 }
 // Element i of an I8/I16/I32/I64 tensor (QS_CHECK on any other dtype).
 int64_t load_int(const Tensor& t, int64_t i);

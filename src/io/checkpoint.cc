@@ -214,6 +214,10 @@ Result<json> read_json(const std::string& path) {
     }
     return data_loss(path + ":" + std::to_string(line) + ":" + std::to_string(column) +
                      ": invalid JSON: " + reason);
+  } catch (const json::exception& e) {
+    // Valid syntax the parser still refuses, e.g. 1e999 (out_of_range.406, number overflow):
+    // it is not a parse_error, and escaping here would end the process.
+    return data_loss(path + ": invalid JSON: " + e.what());
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "core/limits.h"
 #include "io/checkpoint.h"
 
 namespace qs::io {
@@ -21,7 +22,10 @@ Status get_int(const json& obj, const std::string& source, const char* field,
                std::optional<int64_t>* out) {
   auto it = obj.find(field);
   if (it == obj.end() || it->is_null()) return ok_status();
-  if (!it->is_number_integer()) return type_error(source, field, "an integer", *it);
+  if (!it->is_number_integer() ||
+      (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+    return type_error(source, field, "an integer", *it);
+  }
   *out = it->get<int64_t>();
   return ok_status();
 }
@@ -71,6 +75,16 @@ Result<GenerationConfig> parse_generation_config(const json& value, const std::s
     } else {
       return type_error(source, "eos_token_id", "an integer or a list of integers", *it);
     }
+  }
+  // Token ids are int32 once loaded: a larger one must not be narrowed silently.
+  auto is_token_id = [](const std::optional<int64_t>& id) {
+    return !id || (*id >= 0 && *id <= limits::kMaxTokenId);
+  };
+  const char* id_range = "a token id in 0..2147483647";
+  QS_RETURN_IF_ERROR(check_range(is_token_id(c.bos_token_id), source, "bos_token_id", id_range));
+  QS_RETURN_IF_ERROR(check_range(is_token_id(c.pad_token_id), source, "pad_token_id", id_range));
+  for (int64_t id : c.eos_token_ids) {
+    QS_RETURN_IF_ERROR(check_range(is_token_id(id), source, "eos_token_id", id_range));
   }
   QS_RETURN_IF_ERROR(
       check_range(!c.temperature || *c.temperature >= 0, source, "temperature", ">= 0"));

@@ -68,7 +68,7 @@ class Cursor {
     Tensor t;
     t.dtype = DType::kF32;
     t.shape = std::move(shape);
-    t.data = const_cast<float*>(p);
+    t.data = p;
     t.owner = owner_;
     return t;
   }

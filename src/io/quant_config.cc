@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 
 #include "core/check.h"
@@ -83,8 +84,10 @@ const json* find_any(const json& obj, std::initializer_list<const char*> keys, s
 Result<int64_t> as_int(const json& v, const Where& w, const std::string& key) {
   if (v.is_number_integer()) return v.get<int64_t>();
   if (v.is_number_float()) {
+    // Range first: converting a double outside int64 (or NaN) to an integer is UB.
+    // 2^63 is exact as a double; the half-open range keeps every accepted value convertible.
     const double d = v.get<double>();
-    if (d == static_cast<double>(static_cast<int64_t>(d))) return static_cast<int64_t>(d);
+    if (d >= -0x1p63 && d < 0x1p63 && d == std::trunc(d)) return static_cast<int64_t>(d);
   }
   return w.invalid(key, v, "expected an integer");
 }

@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/limits.h"
 #include "io/checkpoint.h"
 
 namespace qs::io {
@@ -19,7 +20,7 @@ using nlohmann::json;
 
 // Upstream safetensors refuses headers over 100 MB; a larger length is a corrupt file, and
 // refusing it early keeps us from parsing arbitrary bytes as JSON.
-constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+constexpr uint64_t kMaxHeaderBytes = limits::kMaxSafetensorsHeaderBytes;
 
 // Reads a non-negative integer from a JSON number; false for floats, negatives and others.
 bool as_u64(const json& v, uint64_t* out) {
@@ -43,7 +44,8 @@ Result<json> parse_header(const std::string& path, const char* begin, const char
   json header;
   try {
     header = json::parse(begin, end, on_event);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and also out_of_range for a number like 1e999.
     return data_loss(path + ": safetensors header is not valid JSON (" + e.what() + ")");
   }
   if (!duplicate.empty()) {
@@ -99,17 +101,15 @@ Result<ParsedEntry> parse_entry(const std::string& path, const std::string& name
   if (shape_it == value.end() || !shape_it->is_array()) {
     return data_loss(where + ": missing or non-array 'shape'");
   }
-  int64_t numel = 1;
   for (const auto& d : *shape_it) {
     uint64_t dim;
     if (!as_u64(d, &dim) || dim > static_cast<uint64_t>(INT64_MAX)) {
       return data_loss(where + ": shape " + shape_it->dump() + " must hold non-negative integers");
     }
-    if (__builtin_mul_overflow(numel, static_cast<int64_t>(dim), &numel)) {
-      return data_loss(where + ": shape " + shape_it->dump() + " overflows 64 bits");
-    }
     e.shape.push_back(static_cast<int64_t>(dim));
   }
+  auto numel = limits::checked_numel(e.shape, where);
+  if (!numel.ok()) return data_loss(numel.status().message());
 
   auto off_it = value.find("data_offsets");
   if (off_it == value.end() || !off_it->is_array() || off_it->size() != 2 ||
@@ -121,7 +121,7 @@ Result<ParsedEntry> parse_entry(const std::string& path, const std::string& name
                      std::to_string(e.end) + "] end before they begin");
   }
   uint64_t expected_bytes;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), dtype_size(e.dtype), &expected_bytes)) {
+  if (__builtin_mul_overflow(static_cast<uint64_t>(*numel), dtype_size(e.dtype), &expected_bytes)) {
     return data_loss(where + ": shape " + shape_string(e.shape) + " overflows 64 bits");
   }
   if (e.end - e.begin != expected_bytes) {
@@ -203,11 +203,11 @@ Status read_safetensors(const std::shared_ptr<MappedFile>& file,
     t.dtype = e.dtype;
     t.shape = e.shape;
     if (reinterpret_cast<uintptr_t>(bytes) % dtype_size(e.dtype) == 0) {
-      t.data = const_cast<uint8_t*>(bytes);
+      t.data = bytes;
       t.owner = owner;
     } else {
       t = Tensor::zeros(e.dtype, e.shape);
-      std::memcpy(t.data, bytes, t.nbytes());
+      std::memcpy(t.writable_data, bytes, t.nbytes());
     }
     tensors->emplace_back(e.name, std::move(t));
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <numbers>
 
+#include "core/limits.h"
 #include "io/checkpoint.h"
 #include "models/families.h"
 
@@ -31,8 +32,11 @@ std::vector<std::string> supported_architectures() {
 Result<std::optional<int64_t>> json_int(const json& config, const std::string& key) {
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return std::optional<int64_t>();
-  if (!it->is_number_integer())
-    return invalid_argument("config field '" + key + "' must be an integer, got " + it->dump());
+  // An unsigned value past INT64_MAX would wrap to a negative one.
+  if (!it->is_number_integer() ||
+      (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+    return invalid_argument("config field '" + key + "' must be a 64-bit integer, got " +
+                            it->dump());
   return std::optional<int64_t>(it->get<int64_t>());
 }
 
@@ -54,14 +58,29 @@ Result<std::optional<bool>> json_bool(const json& config, const std::string& key
 
 namespace {
 
-Status require_positive(const json& config, const std::string& key, int64_t* out) {
+// A positive integer no larger than `limit` (limits.h): past it, the sizes built from the
+// field would overflow shape arithmetic or make an allocation throw.
+Status require_positive(const json& config, const std::string& key, int64_t limit, int64_t* out) {
   QS_ASSIGN_OR_RETURN(auto v, json_int(config, key));
   if (!v) return invalid_argument("config field '" + key + "' is missing");
   if (*v <= 0)
     return invalid_argument("config field '" + key + "' must be positive, got " +
                             std::to_string(*v));
+  QS_RETURN_IF_ERROR(limits::check_at_most(*v, limit, "config field '" + key + "'"));
   *out = *v;
   return ok_status();
+}
+
+// Token ids are int32 from here on: a larger or negative id is an error, not a silent wrap.
+Result<int32_t> token_id(const json& v, const std::string& key) {
+  if (!v.is_number_integer())
+    return invalid_argument("config field '" + key + "' must hold integers, got " + v.dump());
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t{limits::kMaxTokenId}
+                             : v.get<int64_t>() < 0 || v.get<int64_t>() > limits::kMaxTokenId) {
+    return out_of_range("config field '" + key + "' is " + v.dump() + ", outside 0.." +
+                        std::to_string(limits::kMaxTokenId));
+  }
+  return static_cast<int32_t>(v.get<int64_t>());
 }
 
 // rope_scaling (transformers <= 4.x) or rope_parameters (transformers 5), with the rope_type
@@ -131,17 +150,18 @@ Status parse_rope(const json& config, RopeConfig* rope) {
 }
 
 Status parse_token_ids(const json& config, ModelConfig* out) {
-  QS_ASSIGN_OR_RETURN(auto bos, json_int(config, "bos_token_id"));
-  if (bos) out->bos_token_id = static_cast<int32_t>(*bos);
+  if (auto bos = config.find("bos_token_id"); bos != config.end() && !bos->is_null()) {
+    QS_ASSIGN_OR_RETURN(out->bos_token_id, token_id(*bos, "bos_token_id"));
+  }
   auto it = config.find("eos_token_id");
   if (it == config.end() || it->is_null()) return ok_status();
   if (it->is_number_integer()) {
-    out->eos_token_ids.push_back(it->get<int32_t>());
+    QS_ASSIGN_OR_RETURN(int32_t id, token_id(*it, "eos_token_id"));
+    out->eos_token_ids.push_back(id);
   } else if (it->is_array()) {
     for (const auto& e : *it) {
-      if (!e.is_number_integer())
-        return invalid_argument("config field 'eos_token_id' must hold integers");
-      out->eos_token_ids.push_back(e.get<int32_t>());
+      QS_ASSIGN_OR_RETURN(int32_t id, token_id(e, "eos_token_id"));
+      out->eos_token_ids.push_back(id);
     }
   } else {
     return invalid_argument("config field 'eos_token_id' must be an integer or a list of integers");
@@ -180,6 +200,11 @@ Status parse_qwen_sliding_window(const json& config, ModelConfig* out) {
   }
   if (window == 0) return ok_status();
   QS_ASSIGN_OR_RETURN(auto max_window_layers, json_int(config, "max_window_layers"));
+  // A negative start would index before the first layer.
+  if (max_window_layers && *max_window_layers < 0) {
+    return invalid_argument("config field 'max_window_layers' must not be negative, got " +
+                            std::to_string(*max_window_layers));
+  }
   // 28 is the default of Qwen2Config and Qwen3Config.
   for (int64_t i = max_window_layers.value_or(28); i < out->n_layers; ++i) {
     out->sliding_window[i] = window;
@@ -207,28 +232,29 @@ Result<ModelConfig> parse_model_config(const json& config) {
   }
   out.family = family->family;
 
-  QS_RETURN_IF_ERROR(require_positive(config, "vocab_size", &out.vocab_size));
-  QS_RETURN_IF_ERROR(require_positive(config, "hidden_size", &out.hidden_size));
-  QS_RETURN_IF_ERROR(require_positive(config, "intermediate_size", &out.intermediate_size));
-  QS_RETURN_IF_ERROR(require_positive(config, "num_hidden_layers", &out.n_layers));
-  QS_RETURN_IF_ERROR(require_positive(config, "num_attention_heads", &out.n_heads));
+  QS_RETURN_IF_ERROR(require_positive(config, "vocab_size", limits::kMaxVocab, &out.vocab_size));
+  QS_RETURN_IF_ERROR(
+      require_positive(config, "hidden_size", limits::kMaxHiddenDim, &out.hidden_size));
+  QS_RETURN_IF_ERROR(
+      require_positive(config, "intermediate_size", limits::kMaxHiddenDim, &out.intermediate_size));
+  QS_RETURN_IF_ERROR(
+      require_positive(config, "num_hidden_layers", limits::kMaxLayers, &out.n_layers));
+  QS_RETURN_IF_ERROR(
+      require_positive(config, "num_attention_heads", limits::kMaxHeads, &out.n_heads));
   out.n_kv_heads = out.n_heads;
   if (config.contains("num_key_value_heads") && !config["num_key_value_heads"].is_null()) {
-    QS_RETURN_IF_ERROR(require_positive(config, "num_key_value_heads", &out.n_kv_heads));
+    QS_RETURN_IF_ERROR(
+        require_positive(config, "num_key_value_heads", limits::kMaxHeads, &out.n_kv_heads));
   }
   // 0 until a family or an explicit head_dim says otherwise; checked below.
   out.head_dim = out.hidden_size % out.n_heads == 0 ? out.hidden_size / out.n_heads : 0;
   if (config.contains("head_dim") && !config["head_dim"].is_null()) {
-    QS_RETURN_IF_ERROR(require_positive(config, "head_dim", &out.head_dim));
+    QS_RETURN_IF_ERROR(require_positive(config, "head_dim", limits::kMaxHeadDim, &out.head_dim));
   }
   out.max_position_embeddings = 2048;  // transformers' LlamaConfig default
   if (config.contains("max_position_embeddings")) {
-    QS_RETURN_IF_ERROR(
-        require_positive(config, "max_position_embeddings", &out.max_position_embeddings));
-  }
-  if (out.max_position_embeddings > INT32_MAX) {
-    return invalid_argument("config field 'max_position_embeddings' must be below 2^31, got " +
-                            std::to_string(out.max_position_embeddings));
+    QS_RETURN_IF_ERROR(require_positive(config, "max_position_embeddings", limits::kMaxContext,
+                                        &out.max_position_embeddings));
   }
   QS_ASSIGN_OR_RETURN(auto eps, json_double(config, "rms_norm_eps"));
   if (eps) out.rms_norm_eps = *eps;

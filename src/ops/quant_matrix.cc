@@ -73,7 +73,7 @@ Status check_sizes(const formats::QuantizedWeight& w) {
 // The fallback: W[n, k] = scale * (code - zero) or scale * fp8(code), rounded to bf16.
 Tensor dequantize_bf16(const formats::QuantizedWeight& w) {
   Tensor t = Tensor::zeros(DType::kBF16, {w.n, w.k});
-  auto* out = t.ptr<uint16_t>();
+  auto* out = t.mutable_ptr<uint16_t>();
   const int64_t G = table_groups(w);
   const bool fp8 = w.code_type == formats::CodeType::kFp8E4m3;
   for (int64_t j = 0; j < w.n; ++j) {

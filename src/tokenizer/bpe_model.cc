@@ -5,6 +5,7 @@
 #include <queue>
 
 #include "core/check.h"
+#include "core/limits.h"
 #include "tokenizer/byte_level.h"
 
 namespace qs::tok {
@@ -64,6 +65,11 @@ int32_t BpeModel::StringIndex::find(const std::vector<std::string>& strings,
 Status BpeModel::add_token(int32_t id, std::string bytes, std::string piece) {
   QS_CHECK_MSG(!indexed_, "add_token after finish_tokens");
   if (id < 0) return data_loss("negative token id " + std::to_string(id));
+  // Ids index dense tables: one past the limit would allocate gigabytes for a single entry.
+  if (id >= limits::kMaxVocab) {
+    return data_loss("token id " + std::to_string(id) + " is above the vocabulary limit of " +
+                     std::to_string(limits::kMaxVocab));
+  }
   if (id >= id_end()) {
     bytes_.resize(id + 1);
     pieces_.resize(id + 1);

@@ -125,7 +125,8 @@ Result<ChatTemplate> ChatTemplate::from_string(const std::string& source,
 
 Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
                                          bool add_generation_prompt,
-                                         const nlohmann::ordered_json& extra_context) const {
+                                         const nlohmann::ordered_json& extra_context,
+                                         const jinja::RenderLimits& limits) const {
   if (!messages.is_array()) return invalid_argument("chat template: messages must be a JSON array");
   if (!extra_context.is_null() && !extra_context.is_object()) {
     return invalid_argument("chat template: extra context must be a JSON object");
@@ -147,7 +148,7 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
       context.set(key, jinja::Value::from_json(value));
     }
   }
-  Result<std::string> out = jinja::render(*body_, context);
+  Result<std::string> out = jinja::render(*body_, context, limits);
   if (!out.ok()) return out.status().with_context("chat template");
   return out;
 }

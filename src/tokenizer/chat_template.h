@@ -12,10 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
-
-namespace qs::jinja {
-struct Node;
-}
+#include "tokenizer/jinja_eval.h"
 
 namespace qs::tok {
 
@@ -36,9 +33,11 @@ class ChatTemplate {
   // eos_token when known, then every key of `extra_context` (e.g. enable_thinking,
   // date_string, tools). Key order of JSON objects is kept: `tojson` prints it. A plain
   // nlohmann::json converts implicitly, but its objects arrive with keys sorted.
+  // `limits` bounds the work and output of one render (jinja_eval.h).
   Result<std::string> render(
       const nlohmann::ordered_json& messages, bool add_generation_prompt,
-      const nlohmann::ordered_json& extra_context = nlohmann::ordered_json::object()) const;
+      const nlohmann::ordered_json& extra_context = nlohmann::ordered_json::object(),
+      const jinja::RenderLimits& limits = jinja::RenderLimits{}) const;
 
   const std::string& source() const { return source_; }
   const std::optional<std::string>& bos_token() const { return bos_token_; }

@@ -412,9 +412,18 @@ Result<Value> apply_filter(const std::string& name, const Value& input, const Ca
     if (input.is_undefined()) return invalid_argument(input.undefined_hint());
     const Value* def = arg(0, "default");
     Value fallback = def ? *def : (as_int ? Value(0) : Value(0.0));
-    if (input.is_number())
-      return as_int ? Value(static_cast<int64_t>(std::trunc(input.as_double())))
-                    : Value(input.as_double());
+    if (input.is_number()) {
+      if (!as_int || !input.is_float())
+        return as_int ? Value(input.as_int()) : Value(input.as_double());
+      // Python's int(inf) and int(nan) raise, and a float past int64 is a big int there; here
+      // both are errors, since converting them to int64_t is UB.
+      const double d = std::trunc(input.as_double());
+      if (!(d >= -0x1p63 && d < 0x1p63)) {
+        return out_of_range("int() of " + format_float(input.as_double()) +
+                            " does not fit in a 64-bit integer");
+      }
+      return Value(static_cast<int64_t>(d));
+    }
     if (input.is_string()) {
       std::string s = py_strip(input.as_string(), nullptr, true, true);
       try {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "core/limits.h"
 #include "tokenizer/jinja_builtins.h"
 
 namespace qs::jinja {
@@ -73,6 +74,13 @@ Result<Value> arithmetic(const std::string& op, const Value& a, const Value& b) 
     if (op == "//" || op == "%") {
       if (ints ? y == 0 : fy == 0.0) return invalid_argument("integer division or modulo by zero");
       if (ints) {
+        // INT64_MIN / -1 overflows (UB in C++, a big int in Python): the quotient is the
+        // negation, which overflows only for INT64_MIN, and the remainder is always 0.
+        if (y == -1) {
+          if (op == "%") return Value(int64_t{0});
+          const bool overflow = __builtin_sub_overflow(int64_t{0}, x, &r);
+          return checked_int(overflow, r);
+        }
         int64_t q = x / y, m = x % y;
         if (m != 0 && ((m < 0) != (y < 0))) {
           --q;
@@ -86,9 +94,13 @@ Result<Value> arithmetic(const std::string& op, const Value& a, const Value& b) 
     }
     if (op == "**") {
       if (ints && y >= 0) {
-        int64_t result = 1;
-        for (int64_t i = 0; i < y; ++i) {
-          if (__builtin_mul_overflow(result, x, &result)) return checked_int(true, 0);
+        // Square-and-multiply: a loop of y multiplications would run 2^63 times for
+        // 1 ** 9223372036854775807, which never overflows. Every squaring that happens is
+        // multiplied into the result later, so its overflow is the result's overflow.
+        int64_t result = 1, base = x;
+        for (int64_t e = y; e > 0; e >>= 1) {
+          if ((e & 1) && __builtin_mul_overflow(result, base, &result)) return checked_int(true, 0);
+          if (e > 1 && __builtin_mul_overflow(base, base, &base)) return checked_int(true, 0);
         }
         return Value(result);
       }
@@ -113,7 +125,12 @@ Result<Value> arithmetic(const std::string& op, const Value& a, const Value& b) 
   }
   if (op == "*" && (a.is_int() || a.is_bool()) && (b.is_string() || b.is_list())) {
     int64_t n = std::max<int64_t>(0, a.as_int());
-    if (n > (1 << 20)) return out_of_range("sequence repetition too large");
+    const int64_t unit = b.is_string() ? static_cast<int64_t>(b.as_string().size())
+                                       : static_cast<int64_t>(b.as_list().size());
+    if (n > (1 << 20) || (unit > 0 && n > limits::kMaxTemplateValueBytes / unit)) {
+      return out_of_range("sequence repetition too large (limit " +
+                          std::to_string(limits::kMaxTemplateValueBytes) + " bytes or items)");
+    }
     if (b.is_string()) {
       std::string out;
       for (int64_t i = 0; i < n; ++i) out += b.as_string();
@@ -196,6 +213,8 @@ Result<bool> compare(const std::string& op, const Value& a, const Value& b) {
 
 class Evaluator {
  public:
+  explicit Evaluator(const RenderLimits& limits) : limits_(limits) {}
+
   Result<std::string> run(const Body& body, const Dict& context) {
     auto globals = std::make_shared<Scope>();
     globals->vars = make_globals();
@@ -211,10 +230,38 @@ class Evaluator {
  private:
   Status exec_body(const Body& body, const ScopePtr& scope, std::string& out, Flow& flow) {
     for (const NodePtr& node : body) {
+      QS_RETURN_IF_ERROR(at_line(node->line, charge(1)));
       QS_RETURN_IF_ERROR(at_line(node->line, exec(*node, scope, out, flow)));
+      if (static_cast<int64_t>(out.size()) > limits_.max_output_bytes) {
+        return at_line(node->line,
+                       out_of_range("template output exceeds the limit of " +
+                                    std::to_string(limits_.max_output_bytes) + " bytes"));
+      }
       if (flow != Flow::kNormal) return ok_status();
     }
     return ok_status();
+  }
+
+  // Every statement and expression costs a step, and building a string or list costs its
+  // size (a step per 64 bytes or per item), so a template that loops or grows a value without
+  // end stops at the budget instead of hanging or exhausting memory.
+  Status charge(int64_t steps) {
+    steps_ += steps;
+    if (steps_ <= limits_.max_steps) return ok_status();
+    return out_of_range("template exceeds the limit of " + std::to_string(limits_.max_steps) +
+                        " evaluation steps");
+  }
+
+  Status check_size(const Value& v) {
+    int64_t size = 0;
+    if (v.is_string()) size = static_cast<int64_t>(v.as_string().size());
+    if (v.is_list()) size = static_cast<int64_t>(v.as_list().size());
+    if (size > limits_.max_value_bytes) {
+      return out_of_range("template value of " + std::to_string(size) +
+                          " bytes or items exceeds the limit of " +
+                          std::to_string(limits_.max_value_bytes));
+    }
+    return charge(1 + (v.is_string() ? size / 64 : size));
   }
 
   Status exec(const Node& n, const ScopePtr& scope, std::string& out, Flow& flow) {
@@ -365,9 +412,9 @@ class Evaluator {
     fn->name = n.text;
     fn->fn = [this, node, weak](const CallArgs& args) -> Result<Value> {
       // A macro calling itself without end would exhaust the stack: cap the depth.
-      if (macro_depth_ >= kMaxMacroDepth) {
-        return invalid_argument("macro '" + node->text + "' recursion deeper than " +
-                                std::to_string(kMaxMacroDepth) + " calls");
+      if (macro_depth_ >= limits_.max_recursion) {
+        return out_of_range("macro '" + node->text + "' recursion deeper than the limit of " +
+                            std::to_string(limits_.max_recursion) + " calls");
       }
       ++macro_depth_;
       Result<Value> r = call_macro(*node, weak.lock(), args);
@@ -426,6 +473,7 @@ class Evaluator {
   Result<Value> eval(const Expr& e, const ScopePtr& scope) {
     Result<Value> r = eval_inner(e, scope);
     if (!r.ok()) return at_line(e.line, r.status());
+    if (Status s = check_size(*r); !s.ok()) return at_line(e.line, s);
     return r;
   }
 
@@ -571,15 +619,16 @@ class Evaluator {
     return fn.as_callable().fn(args);
   }
 
-  static constexpr int kMaxMacroDepth = 64;
+  RenderLimits limits_;
+  int64_t steps_ = 0;
   std::vector<ScopePtr> pinned_;
   int macro_depth_ = 0;
 };
 
 }  // namespace
 
-Result<std::string> render(const Body& body, const Dict& context) {
-  Evaluator ev;
+Result<std::string> render(const Body& body, const Dict& context, const RenderLimits& limits) {
+  Evaluator ev(limits);
   return ev.run(body, context);
 }
 

@@ -5,6 +5,8 @@
 
 #include <set>
 
+#include "core/limits.h"
+
 namespace qs::jinja {
 namespace {
 
@@ -662,7 +664,7 @@ class Parser {
 
   // Recursive descent uses the C++ stack, so nesting is capped (jinja2 itself gives up near
   // 80 levels, at Python's recursion limit) and deeper input is an error, not a crash.
-  static constexpr int kMaxDepth = 128;
+  static constexpr int kMaxDepth = limits::kMaxTemplateNesting;
   struct DepthGuard {
     explicit DepthGuard(int& depth) : depth_ref(++depth) {}
     ~DepthGuard() { --depth_ref; }

@@ -318,8 +318,7 @@ class QuantModelErrors : public QuantModel {
         // Copy: the rewrite replaces the mapped file.
         const Tensor src = name == replace ? with : ckpt->get(name).value();
         Tensor t = Tensor::zeros(src.dtype, src.shape);
-        std::copy_n(static_cast<const uint8_t*>(src.data), src.nbytes(),
-                    static_cast<uint8_t*>(t.data));
+        std::copy_n(static_cast<const uint8_t*>(src.data), src.nbytes(), t.mutable_ptr<uint8_t>());
         kept.emplace_back(name, t);
       }
     }

@@ -15,7 +15,7 @@ namespace {
 Tensor words(std::vector<int64_t> shape, const std::vector<uint32_t>& v) {
   Tensor t = Tensor::zeros(DType::kI32, std::move(shape));
   EXPECT_EQ(t.numel(), static_cast<int64_t>(v.size()));
-  std::memcpy(t.data, v.data(), v.size() * 4);
+  std::memcpy(t.writable_data, v.data(), v.size() * 4);
   return t;
 }
 
@@ -162,7 +162,7 @@ TEST(FormatsBits, GptqGidxIsRead) {
   s.desc_act = true;
   Tensor g_idx = Tensor::zeros(DType::kI32, {8});
   const std::vector<int32_t> perm = {1, 0, 1, 0, 0, 1, 1, 0};
-  std::memcpy(g_idx.data, perm.data(), 32);
+  std::memcpy(g_idx.writable_data, perm.data(), 32);
   StoredTensors stored = {
       {"qweight", words({1, 8}, std::vector<uint32_t>(8, 0x11111111u))},
       {"qzeros", words({2, 1}, {0, 0})},
@@ -233,10 +233,10 @@ TEST(FormatsBits, CtPackedZeroPointAlongN) {
 TEST(FormatsBits, CtIntSignedCodes) {
   const QuantScheme s = scheme(Layout::kCtInt, 4, -1, false);
   Tensor weight = Tensor::zeros(DType::kI8, {1, 2});
-  weight.ptr<int8_t>()[0] = -8;
-  weight.ptr<int8_t>()[1] = 7;
+  weight.mutable_ptr<int8_t>()[0] = -8;
+  weight.mutable_ptr<int8_t>()[1] = 7;
   Tensor zp = Tensor::zeros(DType::kI8, {1, 1});
-  zp.ptr<int8_t>()[0] = -2;
+  zp.mutable_ptr<int8_t>()[0] = -2;
   StoredTensors stored = {{"weight", weight},
                           {"weight_scale", Tensor::from_f32(DType::kF32, {1, 1}, {0.5f})},
                           {"weight_zero_point", zp}};

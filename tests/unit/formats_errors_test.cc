@@ -104,7 +104,7 @@ TEST(FormatsErrors, GidxOutOfRangeAndMissingUnderActOrder) {
   QuantScheme s = scheme(Layout::kGptq, 4, 128, true, true);
   StoredTensors stored = gptq_module();
   Tensor g_idx = Tensor::zeros(DType::kI32, {256});
-  g_idx.ptr<int32_t>()[3] = 2;  // only groups 0 and 1 exist
+  g_idx.mutable_ptr<int32_t>()[3] = 2;  // only groups 0 and 1 exist
   stored["g_idx"] = g_idx;
   expect_error(unpack_status(s, stored, 64, 256), StatusCode::kDataLoss,
                {kPrefix, "g_idx[3] = 2 is outside [0, 2)"});
@@ -117,15 +117,15 @@ TEST(FormatsErrors, GidxOutOfRangeAndMissingUnderActOrder) {
 TEST(FormatsErrors, CompressedTensorsValuesOutOfRange) {
   const QuantScheme s = scheme(Layout::kCtInt, 4, -1, true);
   Tensor weight = Tensor::zeros(DType::kI8, {2, 3});
-  weight.ptr<int8_t>()[1] = 9;  // not a signed 4-bit value
+  weight.mutable_ptr<int8_t>()[1] = 9;  // not a signed 4-bit value
   StoredTensors stored = {{"weight", weight},
                           {"weight_scale", Tensor::from_f32(DType::kBF16, {2, 1}, {1, 1})}};
   expect_error(unpack_status(s, stored, 2, 3), StatusCode::kDataLoss,
                {kPrefix, "weight[0, 1] = 9 is outside the signed 4-bit range [-8, 7]"});
-  weight.ptr<int8_t>()[1] = 0;
+  weight.mutable_ptr<int8_t>()[1] = 0;
   Tensor shape = Tensor::zeros(DType::kI64, {2});
-  shape.ptr<int64_t>()[0] = 3;
-  shape.ptr<int64_t>()[1] = 2;
+  shape.mutable_ptr<int64_t>()[0] = 3;
+  shape.mutable_ptr<int64_t>()[1] = 2;
   stored["weight_shape"] = shape;
   expect_error(unpack_status(s, stored, 2, 3), StatusCode::kDataLoss,
                {"weight_shape says [3, 2]", "[2, 3]"});
@@ -134,14 +134,14 @@ TEST(FormatsErrors, CompressedTensorsValuesOutOfRange) {
 TEST(FormatsErrors, Fp8NanCodeAndMissingBlockScale) {
   QuantScheme s = scheme(Layout::kFp8, 8, -1, true);
   Tensor weight = Tensor::zeros(DType::kF8E4M3, {2, 4});
-  weight.ptr<uint8_t>()[5] = 0x7f;
+  weight.mutable_ptr<uint8_t>()[5] = 0x7f;
   StoredTensors stored = {{"weight", weight},
                           {"weight_scale", Tensor::from_f32(DType::kF32, {2, 1}, {1, 1})}};
   expect_error(unpack_status(s, stored, 2, 4), StatusCode::kDataLoss,
                {kPrefix, "fp8 code [1, 1] is NaN"});
   s.block_n = s.block_k = 128;
   stored.erase("weight_scale");
-  weight.ptr<uint8_t>()[5] = 0;
+  weight.mutable_ptr<uint8_t>()[5] = 0;
   expect_error(unpack_status(s, stored, 2, 4), StatusCode::kNotFound,
                {kPrefix, "neither weight_scale_inv nor weight_scale", "[1, 1]"});
 }

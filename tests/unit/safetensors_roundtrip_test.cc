@@ -32,7 +32,7 @@ class SafetensorsRoundTrip : public ::testing::Test {
 // A tensor of `dtype` and `shape` filled with random bytes (every bit pattern must survive).
 Tensor random_tensor(DType dtype, std::vector<int64_t> shape, std::mt19937* rng) {
   Tensor t = Tensor::zeros(dtype, std::move(shape));
-  auto* p = static_cast<uint8_t*>(t.data);
+  auto* p = t.mutable_ptr<uint8_t>();
   for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>((*rng)());
   return t;
 }
