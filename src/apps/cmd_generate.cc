@@ -10,6 +10,7 @@
 #include "apps/flags.h"
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
+#include "core/mmap_file.h"
 #include "engine/generator.h"
 #include "io/generation_config.h"
 #include "models/model.h"
@@ -26,6 +27,20 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// --prompt TEXT, or --prompt-file FILE ("-" reads stdin), not both.
+Result<std::string> prompt_from_flags(const Flags& flags) {
+  if (!flags.has("prompt-file")) return flags.get("prompt");
+  if (flags.has("prompt")) return invalid_argument("give --prompt or --prompt-file, not both");
+  const std::string path = flags.get("prompt-file");
+  if (path != "-") return read_file(path);
+  std::string text;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), stdin)) > 0) text.append(buf, n);
+  if (std::ferror(stdin)) return io_error("--prompt-file -: cannot read stdin");
+  return text;
+}
+
 Status run(const Flags& flags) {
   const std::string dir = flags.get("model");
   if (dir.empty()) return invalid_argument("--model is required");
@@ -40,7 +55,7 @@ Status run(const Flags& flags) {
   engine::GenerationRequest request;
   QS_RETURN_IF_ERROR(sampling_params_from_flags(flags, gen, kDefaultMaxTokens, &request.params));
   request.params.ignore_eos = flags.get_bool("ignore-eos");
-  const std::string prompt = flags.get("prompt");
+  QS_ASSIGN_OR_RETURN(const std::string prompt, prompt_from_flags(flags));
   if (flags.get_bool("chat")) {
     QS_ASSIGN_OR_RETURN(tok::ChatTemplate chat, tok::ChatTemplate::from_model_dir(dir));
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -58,6 +73,18 @@ Status run(const Flags& flags) {
   }
 
   const std::vector<int32_t> eos = merged_eos_ids(model->config(), gen, *tokenizer);
+  // The generator stops at the end of the context; say so up front rather than only in the
+  // finish reason.
+  const int64_t room =
+      model->config().max_position_embeddings - static_cast<int64_t>(request.prompt_ids.size());
+  if (room > 0 && request.params.max_tokens > room) {
+    std::fprintf(stderr,
+                 "quantserve generate: --max-tokens %d cut to %lld: the prompt's %zu tokens "
+                 "leave that much of the model's context of %lld\n",
+                 request.params.max_tokens, static_cast<long long>(room), request.prompt_ids.size(),
+                 static_cast<long long>(model->config().max_position_embeddings));
+    request.params.max_tokens = static_cast<int32_t>(room);
+  }
 
   ThreadPool pool(static_cast<int>(threads));
   engine::Generator generator(*model, *tokenizer, eos, pool);
@@ -84,6 +111,7 @@ int cmd_generate(const Args& args) {
   Flags flags;
   flags.add("model", "checkpoint directory (config.json, *.safetensors, tokenizer files)")
       .add("prompt", "prompt text (empty: generate from BOS)")
+      .add("prompt-file", "read the prompt from FILE instead (\"-\": standard input)")
       .add("chat", "wrap the prompt as a user message in the model's chat template", true)
       .add("ignore-eos", "keep generating past EOS", true);
   add_model_flags(flags);

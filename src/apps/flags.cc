@@ -83,8 +83,11 @@ Result<int64_t> Flags::get_int(const std::string& name) const {
   char* end = nullptr;
   errno = 0;
   long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0) {
+  if (v.empty() || *end != '\0') {
     return invalid_argument("--" + name + " expects an integer, got '" + v + "'");
+  }
+  if (errno == ERANGE) {
+    return out_of_range("--" + name + " is out of range: " + v + " does not fit in 64 bits");
   }
   return static_cast<int64_t>(x);
 }

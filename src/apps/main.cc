@@ -1,4 +1,5 @@
 // apps: `quantserve <command> [flags]` entry point and command table.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -40,7 +41,17 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   for (const auto& c : kCommands) {
-    if (std::strcmp(argv[1], c.name) == 0) return c.run(qs::apps::Args(argv + 2, argv + argc));
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    const int rc = c.run(qs::apps::Args(argv + 2, argv + argc));
+    // stdio reports a failed write to stdout (full disk, /dev/full, a closed pipe once
+    // SIGPIPE is ignored) only through ferror or the final flush: either one fails the command.
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "quantserve %s: cannot write to stdout: %s\n", c.name,
+                   errno != 0 ? std::strerror(errno) : "write error");
+      return rc != 0 ? rc : 1;
+    }
+    return rc;
   }
   std::fprintf(stderr, "quantserve: unknown command '%s'\n\n", argv[1]);
   usage(stderr);

@@ -69,7 +69,8 @@ Status sampling_params_from_flags(const Flags& flags, const io::GenerationConfig
     QS_ASSIGN_OR_RETURN(max_tokens, flags.get_int("max-tokens"));
   }
   if (max_tokens < 1 || max_tokens > INT32_MAX) {
-    return invalid_argument("--max-tokens must be at least 1, got " + std::to_string(max_tokens));
+    return invalid_argument("--max-tokens must be in [1, " + std::to_string(INT32_MAX) + "], got " +
+                            std::to_string(max_tokens));
   }
   p->max_tokens = static_cast<int32_t>(max_tokens);
   if (flags.has("seed")) {

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/shared_data.h"
 #include "engine/generator.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
@@ -21,7 +22,7 @@ const std::string kModelDir = std::string(QS_SOURCE_DIR) + "/models/stories260K"
 constexpr int kNewTokens = 200;
 
 std::string expected_stdout() {
-  auto ref = io::read_json(std::string(QS_SHARED_DATA_DIR) +
+  auto ref = io::read_json(::qs::testing::shared_data_dir() +
                            "/reference/llama2c_stories260K_expected.json");
   EXPECT_TRUE(ref.ok()) << ref.status().to_string();
   return ref.ok() ? (*ref)["expected_stdout"].get<std::string>() : "";
@@ -57,6 +58,7 @@ Loaded load(const std::string& dir) {
 }
 
 TEST(Stories260K, GreedyFromBosMatchesLlama2c) {
+  QS_SKIP_WITHOUT_SHARED_DATA("reference/llama2c_stories260K_expected.json");
   Loaded l = load(kModelDir);
   ASSERT_TRUE(l.model && l.tokenizer);
 
@@ -123,6 +125,7 @@ TEST(Stories260K, BatchedRequestsMatchTheirSoloRuns) {
 }
 
 TEST(Stories260K, GenerateCommandPrintsExactlyTheCompletion) {
+  QS_SKIP_WITHOUT_SHARED_DATA("reference/llama2c_stories260K_expected.json");
   int code = -1;
   const std::string out =
       run_command(std::string(QS_BINARY) + " generate --model " + kModelDir +
@@ -135,6 +138,7 @@ TEST(Stories260K, GenerateCommandPrintsExactlyTheCompletion) {
 
 // A stop string ends the completion before it, in process and through the binary.
 TEST(Stories260K, StopStringEndsTheCompletion) {
+  QS_SKIP_WITHOUT_SHARED_DATA("reference/llama2c_stories260K_expected.json");
   Loaded l = load(kModelDir);
   ASSERT_TRUE(l.model && l.tokenizer);
   engine::GenerationRequest request;
@@ -162,6 +166,7 @@ TEST(Stories260K, StopStringEndsTheCompletion) {
 // The generator's EOS list ends a request ("stop", the EOS text left out) unless ignore_eos;
 // bad requests are refused before any work.
 TEST(Stories260K, EosIdsAndBadRequests) {
+  QS_SKIP_WITHOUT_SHARED_DATA("reference/llama2c_stories260K_expected.json");
   Loaded l = load(kModelDir);
   ASSERT_TRUE(l.model && l.tokenizer);
   const int32_t period = l.tokenizer->piece_to_id(".");

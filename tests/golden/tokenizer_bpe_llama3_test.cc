@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/shared_data.h"
 #include "core/mmap_file.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/tiktoken.h"
@@ -12,7 +13,10 @@
 namespace qs::tok {
 namespace {
 
-const std::string kData = std::string(QS_SHARED_DATA_DIR);
+// Every test here reads the shared data.
+QS_SHARED_DATA_FOR_ALL_TESTS("tokenizers/llama3");
+
+const std::string kData = ::qs::testing::shared_data_dir();
 
 nlohmann::json read_json(const std::string& path) {
   Result<std::string> text = read_file(path);

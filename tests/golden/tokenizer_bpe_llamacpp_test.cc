@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../common/shared_data.h"
 #include "core/mmap_file.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/tiktoken.h"
@@ -15,7 +16,10 @@
 namespace qs::tok {
 namespace {
 
-const std::string kData = std::string(QS_SHARED_DATA_DIR) + "/tokenizers/";
+// Every test here reads the shared data.
+QS_SHARED_DATA_FOR_ALL_TESTS("tokenizers/llama.cpp-vocab");
+
+const std::string kData = ::qs::testing::shared_data_dir() + "/tokenizers/";
 
 struct Case {
   std::string text;

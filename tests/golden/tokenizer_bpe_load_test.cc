@@ -5,13 +5,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/shared_data.h"
 #include "core/mmap_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs::tok {
 namespace {
 
-const std::string kData = std::string(QS_SHARED_DATA_DIR) + "/tokenizers/";
+// Every test here reads the shared data.
+QS_SHARED_DATA_FOR_ALL_TESTS("tokenizers/qwen2");
+
+const std::string kData = ::qs::testing::shared_data_dir() + "/tokenizers/";
 
 TEST(TokenizerBpeLoad, Qwen2Directory) {
   auto tok = load_tokenizer(kData + "qwen2");

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/shared_data.h"
 #include "core/mmap_file.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/tokenizer_config.h"
@@ -12,7 +13,10 @@
 namespace qs::tok {
 namespace {
 
-const std::string kQwen = std::string(QS_SHARED_DATA_DIR) + "/tokenizers/qwen2/";
+// Every test here reads the shared data.
+QS_SHARED_DATA_FOR_ALL_TESTS("tokenizers/qwen2");
+
+const std::string kQwen = ::qs::testing::shared_data_dir() + "/tokenizers/qwen2/";
 
 std::unique_ptr<BpeTokenizer> load_qwen2() {
   Result<TokenizerConfig> cfg = read_tokenizer_config(kQwen);

@@ -10,12 +10,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/shared_data.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs::tok {
 namespace {
 
-const std::string kData = QS_SHARED_DATA_DIR;
+// Every test here reads the shared data.
+QS_SHARED_DATA_FOR_ALL_TESTS("tokenizers/llama2");
+
+const std::string kData = ::qs::testing::shared_data_dir();
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -3,6 +3,7 @@
 // its description, independently of the library), and the imported Llama 2 vocabulary must
 // be the original tokenizer.model piece for piece and reproduce test.c's published ids.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/shared_data.h"
 #include "core/mmap_file.h"
 #include "tokenizer/llama2c_tokenizer.h"
 #include "tokenizer/sentencepiece_model.h"
@@ -23,8 +25,11 @@
 namespace qs::tok {
 namespace {
 
+// Every test here reads the shared data.
+QS_SHARED_DATA_FOR_ALL_TESTS("models/tok512.bin");
+
 namespace fs = std::filesystem;
-const std::string kData = QS_SHARED_DATA_DIR;
+const std::string kData = ::qs::testing::shared_data_dir();
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

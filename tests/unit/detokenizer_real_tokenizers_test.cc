@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/shared_data.h"
 #include "detokenizer_test_tokenizer.h"
 #include "engine/detokenizer.h"
 #include "engine/output_processor.h"
@@ -15,6 +16,9 @@
 
 namespace qs {
 namespace {
+
+// Every test here reads the shared data.
+QS_SHARED_DATA_FOR_ALL_TESTS("tokenizers");
 
 const std::vector<std::string> kTexts = {
     "Hello world! caf\xC3\xA9 \xF0\x9F\x98\x80 na\xC3\xAFve",
@@ -27,7 +31,7 @@ const std::vector<std::string> kTexts = {
 };
 
 std::unique_ptr<tok::Tokenizer> load(const std::string& name) {
-  auto t = tok::load_tokenizer(std::string(QS_SHARED_DATA_DIR) + "/tokenizers/" + name);
+  auto t = tok::load_tokenizer(::qs::testing::shared_data_dir() + "/tokenizers/" + name);
   EXPECT_TRUE(t.ok()) << t.status().to_string();
   return t.ok() ? std::move(t).value() : nullptr;
 }

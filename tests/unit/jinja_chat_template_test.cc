@@ -6,8 +6,10 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
+#include "../common/shared_data.h"
 #include "tokenizer/chat_template.h"
 
 namespace qs::tok {
@@ -143,8 +145,8 @@ TEST(ChatTemplate, BadArgumentsAreErrors) {
 }
 
 TEST(ChatTemplate, SharedQwenCheckpointLoadsItsQwen3Template) {
-  const std::string dir = std::string(QS_SHARED_DATA_DIR) + "/tokenizers/qwen2";
-  if (!fs::exists(dir + "/tokenizer_config.json")) GTEST_SKIP() << "no shared data at " << dir;
+  QS_SKIP_WITHOUT_SHARED_DATA("tokenizers/qwen2/tokenizer_config.json");
+  const std::string dir = ::qs::testing::shared_data_dir() + "/tokenizers/qwen2";
   auto t = ChatTemplate::from_model_dir(dir);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   EXPECT_FALSE(t->bos_token().has_value());  // "bos_token": null

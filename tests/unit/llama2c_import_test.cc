@@ -6,6 +6,7 @@
 #include "io/llama2c_import.h"
 
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <random>
 #include <string>
 
+#include "../common/shared_data.h"
 #include "core/mmap_file.h"
 #include "io/checkpoint.h"
 #include "io/generation_config.h"
@@ -25,7 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kStoriesBin = std::string(QS_SHARED_DATA_DIR) + "/models/stories260K.bin";
+const std::string kStoriesBin = ::qs::testing::shared_data_dir() + "/models/stories260K.bin";
 
 class Llama2cImport : public ::testing::Test {
  protected:
@@ -76,6 +78,7 @@ void expect_bit_equal(const Tensor& t, const float* src, int64_t rows, int64_t c
 }
 
 TEST_F(Llama2cImport, Stories260KIsBitEqualAfterUndoingThePermutation) {
+  QS_SKIP_WITHOUT_SHARED_DATA("models/stories260K.bin");
   ASSERT_TRUE(import_llama2c_weights(kStoriesBin, dir_).ok());
   const Bin bin = read_bin(kStoriesBin);
   const int64_t dim = 64, hidden = 172, layers = 5, heads = 8, kv_heads = 4, vocab = 512;
@@ -152,6 +155,7 @@ TEST_F(Llama2cImport, Stories260KIsBitEqualAfterUndoingThePermutation) {
 
 // models/stories260K is committed; it must be exactly what the importer makes today.
 TEST_F(Llama2cImport, ShippedModelEqualsFreshImport) {
+  QS_SKIP_WITHOUT_SHARED_DATA("models/stories260K.bin");
   ASSERT_TRUE(import_llama2c_weights(kStoriesBin, dir_).ok());
   const fs::path shipped = fs::path(QS_SOURCE_DIR) / "models" / "stories260K";
   for (const char* name : {"config.json", "generation_config.json", "model.safetensors"}) {
@@ -166,12 +170,13 @@ TEST_F(Llama2cImport, ShippedModelEqualsFreshImport) {
 // The built binary: `quantserve import llama2c` writes weights and tokenizer files; usage
 // errors exit 2, conversion errors exit 1, neither writes a checkpoint.
 TEST_F(Llama2cImport, ImportCommand) {
+  QS_SKIP_WITHOUT_SHARED_DATA("models/stories260K.bin");
   auto run = [](const std::string& args) {
     const std::string cmd = std::string(QS_BINARY) + " import " + args + " >/dev/null 2>&1";
     const int status = std::system(cmd.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   };
-  const std::string data = std::string(QS_SHARED_DATA_DIR) + "/models/";
+  const std::string data = ::qs::testing::shared_data_dir() + "/models/";
   const std::string out = path("cli");
   ASSERT_EQ(run("llama2c --checkpoint " + kStoriesBin + " --tokenizer " + data +
                 "tok512.bin --out " + out),
@@ -229,6 +234,7 @@ void rope_rotate_half(std::vector<float>* v, int64_t hs, int pos) {
 }
 
 TEST_F(Llama2cImport, AttentionScoresMatchAcrossRopeConventions) {
+  QS_SKIP_WITHOUT_SHARED_DATA("models/stories260K.bin");
   ASSERT_TRUE(import_llama2c_weights(kStoriesBin, dir_).ok());
   const Bin bin = read_bin(kStoriesBin);
   const int64_t dim = 64, layers = 5, heads = 8, kv_heads = 4, vocab = 512, hs = 8;

@@ -1,12 +1,14 @@
 // unit: tokenizer_config.json / special_tokens_map.json reading, the added-token splitter,
 // and load_tokenizer()'s choice of tokenizer by the files in a directory, with its errors.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "../common/shared_data.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -16,7 +18,7 @@ namespace qs::tok {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kData = QS_SHARED_DATA_DIR;
+const std::string kData = ::qs::testing::shared_data_dir();
 
 class TempDir {
  public:
@@ -108,6 +110,7 @@ TEST(TokenizerConfig, ErrorsNameTheFileAndField) {
 }
 
 TEST(TokenizerConfig, ReadsQwenConfig) {
+  QS_SKIP_WITHOUT_SHARED_DATA("tokenizers/qwen2");
   auto c = read_tokenizer_config(kData + "/tokenizers/qwen2");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_FALSE(c->bos_token.has_value());  // "bos_token": null
@@ -164,6 +167,7 @@ TEST(LoadTokenizer, MissingOrEmptyDirectoriesSayWhatWasExpected) {
 }
 
 TEST(LoadTokenizer, GarbageTokenizerModelIsDataLoss) {
+  QS_SKIP_WITHOUT_SHARED_DATA("tokenizers/llama2");
   TempDir dir("garbage");
   dir.write("tokenizer.model", "this is neither protobuf nor ranks\n");
   auto r = load_tokenizer(dir.str());
@@ -186,6 +190,7 @@ TEST(LoadTokenizer, GarbageTokenizerModelIsDataLoss) {
 }
 
 TEST(LoadTokenizer, SentencePieceModelWithConfig) {
+  QS_SKIP_WITHOUT_SHARED_DATA("tokenizers/llama2");
   TempDir dir("spm");
   dir.link("tokenizer.model", kData + "/tokenizers/llama2/tokenizer.model");
   dir.write("tokenizer_config.json",
@@ -231,6 +236,7 @@ TEST(LoadTokenizer, SentencePieceStyleTokenizerJson) {
 }
 
 TEST(LoadTokenizer, UnsupportedTokenizerJsonFallsBackToTokenizerModel) {
+  QS_SKIP_WITHOUT_SHARED_DATA("tokenizers/llama2");
   const std::string unigram = R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})";
   TempDir with_model("fallback");
   with_model.write("tokenizer.json", unigram);
@@ -255,6 +261,7 @@ TEST(LoadTokenizer, UnsupportedTokenizerJsonFallsBackToTokenizerModel) {
 }
 
 TEST(LoadTokenizer, VocabMergesGoToByteLevelBpe) {
+  QS_SKIP_WITHOUT_SHARED_DATA("tokenizers/qwen2");
   TempDir dir("qwen");
   for (const char* f : {"vocab.json", "merges.txt", "tokenizer_config.json"}) {
     dir.link(f, kData + "/tokenizers/qwen2/" + f);
@@ -271,6 +278,7 @@ TEST(LoadTokenizer, VocabMergesGoToByteLevelBpe) {
 }
 
 TEST(LoadTokenizer, TiktokenModelIsSniffedByContent) {
+  QS_SKIP_WITHOUT_SHARED_DATA("tokenizers/llama3");
   TempDir dir("tiktoken");
   dir.link("tokenizer.model", kData + "/tokenizers/llama3/tokenizer.model");
   auto r = load_tokenizer(dir.str());
