@@ -61,15 +61,17 @@ case "${1:-}" in
     for t in "${TARGETS[@]}"; do replay "$t"; done
     for t in "${TARGETS[@]}"; do
       work=$(mktemp -d)
+      log="$work.log"
+      mkdir -p "fuzz/findings/$t"
       # shellcheck disable=SC2046
-      "build-fuzz/fuzz/${t}_fuzz" $(run_flags "$t") -max_total_time="$seconds" "$work" \
-        "fuzz/seeds/$t" 2>&1 | grep -E "^(stat::|Done|==[0-9]+==ERROR|SUMMARY)" || true
-      status=${PIPESTATUS[0]}
-      rm -rf "$work"
-      if ((status != 0)); then
+      if ! "build-fuzz/fuzz/${t}_fuzz" $(run_flags "$t") -max_total_time="$seconds" "$work" \
+        "fuzz/seeds/$t" >"$log" 2>&1; then
+        tail -n 60 "$log" >&2
         echo "fuzz: $t failed; the input is in fuzz/findings/$t/" >&2
         exit 1
       fi
+      echo "$t: $(grep -E '^stat::number_of_executed_units' "$log") $(grep -oE 'cov: [0-9]+' "$log" | tail -n 1)"
+      rm -rf "$work" "$log"
     done
     ;;
   "" | -h | --help)
