@@ -61,6 +61,7 @@ class OutputProcessor {
   std::string text_;
   size_t n_streamed_ = 0;  // bytes of text_ already returned
   bool finished_ = false;
+  bool can_stop_ = true;  // min_tokens reached
   std::string finish_reason_;
   std::optional<int32_t> stop_token_id_;
   std::optional<std::string> stop_string_;
