@@ -255,6 +255,7 @@ std::vector<RequestOutput> Engine::step() {
   std::vector<Status> chunk_status(plan.chunks.size());
   Status batch_status = model_.forward(batch, cache_.layers(), pool_, &logits_);
   ++stats_.steps;
+  stats_.computed_tokens += static_cast<int64_t>(batch.token_ids.size());
   if (!batch_status.ok()) {
     // Find the culprit(s): run every chunk alone, so that one request's error (e.g. a
     // position past the model's context) fails that request only. Each rewrites only its own

@@ -91,8 +91,9 @@ struct EngineStats {
   int64_t preemptions = 0;           // num_preemptions_total
   int64_t finished_stop = 0;         // request_success_total{finished_reason=...}
   int64_t finished_length = 0;
-  int64_t finished_abort = 0;  // aborts and errors
-  int64_t steps = 0;           // forward calls
+  int64_t finished_abort = 0;   // aborts and errors
+  int64_t steps = 0;            // forward calls
+  int64_t computed_tokens = 0;  // tokens fed to forward (prefix-cache hits are not)
   // kv_cache_usage_perc, in [0, 1].
   double kv_cache_usage() const {
     return kv_blocks_total > 0 ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0.0;
