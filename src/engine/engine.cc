@@ -180,7 +180,8 @@ void Engine::sample(Request& r, float* logits, RequestOutput* out) {
     scratch_.assign(logits, logits + vocab);
     lp.emplace();
     const int64_t n_top = std::min<int64_t>(*r.params.logprobs, vocab);
-    std::vector<int32_t> ids(vocab);
+    std::vector<int32_t>& ids = scratch_ids_;
+    ids.resize(vocab);
     for (int64_t i = 0; i < vocab; ++i) ids[i] = static_cast<int32_t>(i);
     auto better = [&](int32_t a, int32_t b) {
       return scratch_[a] > scratch_[b] || (scratch_[a] == scratch_[b] && a < b);

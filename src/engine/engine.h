@@ -157,8 +157,9 @@ class Engine {
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
   std::vector<RequestOutput> pending_;  // aborts not yet returned by step()
   EngineStats stats_;
-  std::vector<float> logits_;   // [n_chunks, vocab] of the last forward
-  std::vector<float> scratch_;  // [vocab] raw logits kept for logprobs
+  std::vector<float> logits_;         // [n_chunks, vocab] of the last forward
+  std::vector<float> scratch_;        // [vocab] raw logits kept for logprobs
+  std::vector<int32_t> scratch_ids_;  // [vocab] token ids ranked for top logprobs
 };
 
 }  // namespace qs::engine

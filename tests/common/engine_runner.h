@@ -2,6 +2,8 @@
 // (tokens, text, finish reason, error, cache hits, logprobs), for the engine tests.
 #pragma once
 
+#include <unistd.h>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -64,6 +66,18 @@ inline std::unique_ptr<engine::Engine> make_engine(const models::Model& model,
   auto e = engine::Engine::create(model, tokenizer, std::move(eos), pool, config);
   EXPECT_TRUE(e.ok()) << e.status().to_string();
   return e.ok() ? std::move(*e) : nullptr;
+}
+
+// A name no other test process uses at the same time (ctest runs each test of a file as its
+// own process, in parallel), for scratch directories.
+inline std::string unique_name(const std::string& prefix) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name =
+      prefix + "_" + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(getpid());
+  for (char& ch : name) {
+    if (ch == '/') ch = '_';
+  }
+  return name;
 }
 
 inline engine::EngineRequest greedy_request(const std::string& id, std::vector<int32_t> prompt,

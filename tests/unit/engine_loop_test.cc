@@ -83,7 +83,7 @@ struct Gate {
 class EngineLoopTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string dir = qs::testing::fresh_dir("engine_loop");
+    const std::string dir = qs::testing::fresh_dir(qs::testing::unique_name("engine_loop"));
     qs::testing::write_random_checkpoint(dir, qs::testing::tiny_config("LlamaForCausalLM"));
     auto m = models::Model::load(dir);
     ASSERT_TRUE(m.ok()) << m.status().to_string();

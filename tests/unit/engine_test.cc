@@ -25,7 +25,7 @@ using qs::testing::run_to_completion;
 class EngineTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    const std::string dir = qs::testing::fresh_dir("engine_" + GetParam());
+    const std::string dir = qs::testing::fresh_dir(qs::testing::unique_name("engine"));
     qs::testing::write_random_checkpoint(dir, qs::testing::tiny_config(GetParam()));
     auto m = models::Model::load(dir);
     ASSERT_TRUE(m.ok()) << m.status().to_string();
