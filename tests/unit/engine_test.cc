@@ -236,6 +236,33 @@ TEST_P(EngineTest, LogprobsAreTheLogSoftmaxOfTheRawLogits) {
   }
 }
 
+TEST_P(EngineTest, TheCacheMustHoldOneFullLengthRequest) {
+  EngineConfig c;  // max_model_len: the model's 256 positions
+  c.kv_cache_bytes = kv_cache_bytes_per_token(model_->config()) * 255;
+  auto e = Engine::create(*model_, nullptr, {}, pool_, c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(e.status().message().find("max_model_len 256"), std::string::npos)
+      << e.status().message();
+  c.max_model_len = 240;  // 15 blocks of 16 fit in 255 tokens' bytes
+  auto ok = Engine::create(*model_, nullptr, {}, pool_, c);
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ((*ok)->stats().kv_blocks_total, 15);
+  EXPECT_EQ((*ok)->stats().kv_cache_tokens, 240);
+}
+
+TEST(MemoryBudget, FractionOfAvailableMemory) {
+  auto avail = available_memory_bytes();
+  ASSERT_TRUE(avail.ok()) << avail.status().to_string();
+  EXPECT_GT(*avail, 0);
+  auto half = kv_cache_bytes_from_memory_fraction(0.5);
+  ASSERT_TRUE(half.ok());
+  EXPECT_GT(*half, 0);
+  EXPECT_LE(*half, *avail);  // MemAvailable moves between the two reads, never by 2x
+  EXPECT_FALSE(kv_cache_bytes_from_memory_fraction(0.0).ok());
+  EXPECT_FALSE(kv_cache_bytes_from_memory_fraction(1.5).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, EngineTest,
                          ::testing::Values("LlamaForCausalLM", "Qwen3ForCausalLM"));
 
