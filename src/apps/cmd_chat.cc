@@ -4,7 +4,6 @@
 // stdout. Ends on EOF or /exit; /reset starts a new conversation. Diagnostics go to stderr.
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>

@@ -27,7 +27,8 @@ class EngineLoop {
   // back into the EngineLoop's shutdown(); submit(), abort() and stats() are fine.
   using Callback = std::function<void(const RequestOutput&)>;
 
-  // Takes the engine and starts the engine thread.
+  // Takes the engine and starts the engine thread. From here until shutdown() returns, the
+  // engine's ThreadPool belongs to the engine thread: no other thread may run jobs on it.
   explicit EngineLoop(std::unique_ptr<Engine> engine);
   // shutdown() if not done yet.
   ~EngineLoop();
