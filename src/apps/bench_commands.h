@@ -23,8 +23,9 @@ void add_dataset_flags(Flags& flags);
 // The requests those flags describe, lengths counted with `tokenizer`.
 Result<std::vector<bench::SampleRequest>> load_dataset(const Flags& flags,
                                                        const tok::Tokenizer& tokenizer);
-// --tokenizer, else --model when it is a directory (our tokenizer loader reads directories).
-Result<std::unique_ptr<tok::Tokenizer>> load_bench_tokenizer(const Flags& flags,
-                                                             std::string* tokenizer_id);
+// --tokenizer, else the first of `model_dirs` that is a directory (our tokenizer loader reads
+// directories): the model path, or what the server says it loaded.
+Result<std::unique_ptr<tok::Tokenizer>> load_bench_tokenizer(
+    const Flags& flags, const std::vector<std::string>& model_dirs, std::string* tokenizer_id);
 
 }  // namespace qs::apps

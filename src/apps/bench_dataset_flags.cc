@@ -66,15 +66,19 @@ Result<std::vector<bench::SampleRequest>> load_dataset(const Flags& flags,
   return invalid_argument("--dataset-name must be random or sharegpt, got '" + name + "'");
 }
 
-Result<std::unique_ptr<tok::Tokenizer>> load_bench_tokenizer(const Flags& flags,
-                                                             std::string* tokenizer_id) {
+Result<std::unique_ptr<tok::Tokenizer>> load_bench_tokenizer(
+    const Flags& flags, const std::vector<std::string>& model_dirs, std::string* tokenizer_id) {
   std::string dir = flags.get("tokenizer");
+  for (const std::string& d : model_dirs) {
+    if (dir.empty() && !d.empty() && std::filesystem::is_directory(d)) dir = d;
+  }
   if (dir.empty()) {
-    dir = flags.get("model");
-    if (dir.empty() || !std::filesystem::is_directory(dir)) {
-      return invalid_argument("--tokenizer DIR is needed (the model name '" + dir +
-                              "' is not a directory to load a tokenizer from)");
-    }
+    std::string names;
+    for (const std::string& d : model_dirs) names += (names.empty() ? "'" : ", '") + d + "'";
+    return invalid_argument(
+        "--tokenizer DIR is needed (no directory to load a tokenizer from "
+        "among " +
+        names + ")");
   }
   *tokenizer_id = dir;
   return tok::load_tokenizer(dir);

@@ -85,11 +85,20 @@ std::string now_stamp() {
 }
 
 Status run(const Flags& flags) {
-  const std::string model = flags.get("model");
-  if (model.empty()) return invalid_argument("--model NAME is required");
   std::string base_url = flags.get("base-url");
   if (base_url.empty()) base_url = "http://" + flags.get("host") + ":" + flags.get("port");
   QS_ASSIGN_OR_RETURN(bench::Endpoint ep, bench::make_endpoint(base_url, flags.get("endpoint")));
+  // As vLLM: without --model, the server's first model, whose root may name the tokenizer.
+  std::string model = flags.get("model");
+  std::vector<std::string> model_dirs = {model};
+  if (model.empty()) {
+    std::printf("Model not specified, fetching first model from server...\n");
+    QS_ASSIGN_OR_RETURN(bench::ServedModel served, bench::first_served_model(ep));
+    std::printf("First model name: %s, first model id: %s\n", served.id.c_str(),
+                served.root.c_str());
+    model = served.id;
+    model_dirs = {served.root, served.id};
+  }
 
   bench::ReportConfig rc;
   rc.backend = ep.chat ? "openai-chat" : "openai";
@@ -117,7 +126,7 @@ Status run(const Flags& flags) {
   }
   QS_ASSIGN_OR_RETURN(rc.goodput_slo_ms, parse_goodput(flags.get_all("goodput")));
 
-  QS_ASSIGN_OR_RETURN(auto tokenizer, load_bench_tokenizer(flags, &rc.tokenizer_id));
+  QS_ASSIGN_OR_RETURN(auto tokenizer, load_bench_tokenizer(flags, model_dirs, &rc.tokenizer_id));
   QS_ASSIGN_OR_RETURN(std::vector<bench::SampleRequest> requests, load_dataset(flags, *tokenizer));
   QS_ASSIGN_OR_RETURN(rc.num_prompts, flags.get_int("num-prompts"));
 
@@ -189,7 +198,9 @@ int bench_serve(const Args& args) {
       .add("host", "server host", false, "127.0.0.1")
       .add("port", "server port", false, "8000")
       .add("endpoint", "/v1/completions or /v1/chat/completions", false, "/v1/completions")
-      .add("model", "model name sent in requests (a directory also gives the tokenizer)")
+      .add("model",
+           "model name sent in requests (a directory also gives the tokenizer; "
+           "default: the server's first model)")
       .add("tokenizer", "tokenizer directory (default: --model when it is a directory)")
       .add("label", "result file prefix (default: the backend, openai or openai-chat)")
       .add("request-rate", "requests/s, or inf to send all at once", false, "inf")

@@ -47,7 +47,7 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
   QS_ASSIGN_OR_RETURN(int64_t seed, flags.get_int("seed"));
   std::string tokenizer_id;
-  QS_ASSIGN_OR_RETURN(auto tokenizer, load_bench_tokenizer(flags, &tokenizer_id));
+  QS_ASSIGN_OR_RETURN(auto tokenizer, load_bench_tokenizer(flags, {dir}, &tokenizer_id));
   QS_ASSIGN_OR_RETURN(std::vector<bench::SampleRequest> samples, load_dataset(flags, *tokenizer));
   QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
   QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));

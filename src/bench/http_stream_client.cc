@@ -36,6 +36,7 @@ Result<Endpoint> make_endpoint(const std::string& base_url, const std::string& e
   if (endpoint.empty() || endpoint[0] != '/') {
     return invalid_argument("--endpoint must start with '/', got '" + endpoint + "'");
   }
+  ep.prefix = prefix;
   ep.path = prefix + endpoint;
   // vLLM's openai-chat backend insists on this suffix; anything else speaks completions.
   ep.chat =
@@ -60,6 +61,31 @@ nlohmann::json request_body(const Endpoint& ep, const std::string& model, const 
   body["stream_options"] = {{"include_usage", true}};
   if (ignore_eos) body["ignore_eos"] = true;
   return body;
+}
+
+Result<ServedModel> first_served_model(const Endpoint& ep) {
+  httplib::Client client(ep.scheme_host_port);
+  client.set_connection_timeout(kConnectTimeoutSeconds, 0);
+  httplib::Headers headers;
+  if (!ep.api_key.empty()) headers.emplace("Authorization", "Bearer " + ep.api_key);
+  const std::string url = ep.scheme_host_port + ep.prefix + "/v1/models";
+  httplib::Result res = client.Get(ep.prefix + "/v1/models", headers);
+  if (!res) return io_error("GET " + url + " failed: " + httplib::to_string(res.error()));
+  if (res->status != 200) {
+    return io_error("GET " + url + " answered HTTP " + std::to_string(res->status));
+  }
+  const nlohmann::json j = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
+      !j["data"][0].is_object() || !j["data"][0].contains("id") ||
+      !j["data"][0]["id"].is_string()) {
+    return invalid_argument("GET " + url + " lists no model (pass --model)");
+  }
+  ServedModel m;
+  m.id = j["data"][0]["id"];
+  if (j["data"][0].contains("root") && j["data"][0]["root"].is_string()) {
+    m.root = j["data"][0]["root"];
+  }
+  return m;
 }
 
 RequestOutput send_streaming_request(const Endpoint& ep, const std::string& body,

@@ -16,7 +16,8 @@ namespace qs::bench {
 
 struct Endpoint {
   std::string scheme_host_port;  // "http://127.0.0.1:8000"
-  std::string path;              // base-url path + endpoint, e.g. "/v1/completions"
+  std::string prefix;            // the base URL's path, "" or e.g. "/api"
+  std::string path;              // prefix + endpoint, e.g. "/v1/completions"
   bool chat = false;             // chat completions: messages in, delta.content out
   std::string api_key;           // sent as "Authorization: Bearer" when set ($OPENAI_API_KEY)
 };
@@ -28,6 +29,14 @@ Result<Endpoint> make_endpoint(const std::string& base_url, const std::string& e
 // max_completion_tokens), stream with include_usage, ignore_eos when asked.
 nlohmann::json request_body(const Endpoint& ep, const std::string& model, const std::string& prompt,
                             int64_t max_tokens, bool ignore_eos);
+
+struct ServedModel {
+  std::string id;    // the name requests use
+  std::string root;  // what it was loaded from (vLLM: the model path); may be empty
+};
+
+// GET {prefix}/v1/models: the first model listed, as vLLM picks when --model is not given.
+Result<ServedModel> first_served_model(const Endpoint& ep);
 
 // Sends one request and reads its stream to the end. Never fails as a call: connection
 // errors, HTTP errors and malformed streams come back as a failed RequestOutput with its

@@ -4,7 +4,8 @@
 Each request streams `max_tokens` (chat: `max_completion_tokens`) token chunks: the first
 after `ttft_s`, each next one `itl_s` later, one word per chunk. Usage is reported as vLLM
 does (a final chunk with empty `choices`), as llama.cpp does (in the last token chunk), or
-not at all, by `usage_mode`. Every request body is recorded in `server.requests`.
+not at all, by `usage_mode`. Every request body is recorded in `server.requests`. GET
+/v1/models lists one model (`model_id`, with `model_root` as vLLM's `root`).
 """
 
 import json
@@ -35,6 +36,19 @@ class _Handler(BaseHTTPRequestHandler):
         half = len(raw) // 2
         self._send_chunk(raw[:half])
         self._send_chunk(raw[half:])
+
+    def do_GET(self):
+        srv = self.server
+        if self.path != "/v1/models":
+            self.send_error(404)
+            return
+        msg = json.dumps({"object": "list", "data": [
+            {"id": srv.model_id, "object": "model", "root": srv.model_root}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(msg)))
+        self.end_headers()
+        self.wfile.write(msg)
 
     def do_POST(self):
         srv = self.server
@@ -93,7 +107,8 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeServer:
     """Starts on a free port; `url` is its base URL. Use as a context manager."""
 
-    def __init__(self, ttft_s=0.05, itl_s=0.02, usage_mode="final_chunk", prompt_tokens=7):
+    def __init__(self, ttft_s=0.05, itl_s=0.02, usage_mode="final_chunk", prompt_tokens=7,
+                 model_id="served-model", model_root=""):
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.ttft_s = ttft_s
@@ -101,6 +116,8 @@ class FakeServer:
         self.httpd.usage_mode = usage_mode
         self.httpd.prompt_tokens = prompt_tokens
         self.httpd.requests = []
+        self.httpd.model_id = model_id
+        self.httpd.model_root = model_root
         self.httpd.in_flight = 0
         self.httpd.max_in_flight = 0
         self.httpd.lock = threading.Lock()

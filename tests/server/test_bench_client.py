@@ -29,10 +29,11 @@ ITL_S = 0.02
 SLACK_S = 0.1
 
 
-def run_bench(server, tmp_path, *extra, expect_rc=0):
-    cmd = [BINARY, "bench", "serve", "--base-url", server.url, "--model", "fake-model",
-           "--tokenizer", TOKENIZER, "--disable-tqdm", "--save-result",
-           "--result-dir", str(tmp_path), *extra]
+def run_bench(server, tmp_path, *extra, expect_rc=0, model_args=None):
+    if model_args is None:
+        model_args = ["--model", "fake-model", "--tokenizer", TOKENIZER]
+    cmd = [BINARY, "bench", "serve", "--base-url", server.url, *model_args, "--disable-tqdm",
+           "--save-result", "--result-dir", str(tmp_path), *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == expect_rc, proc.stdout + proc.stderr
     return proc
@@ -215,3 +216,36 @@ def test_every_request_failing_is_an_error(tmp_path):
     assert r["completed"] == 0 and r["failed"] == 2
     assert all(e.startswith("HTTP 404") for e in r["errors"])
     assert "Error 0: HTTP 404" in proc.stdout
+
+
+def test_model_and_tokenizer_from_the_servers_model_list(tmp_path):
+    # No --model: vLLM asks GET /v1/models; the listed root is a directory, so it is also the
+    # tokenizer.
+    with FakeServer(model_id="served-model", model_root=TOKENIZER) as s:
+        proc = run_bench(s, tmp_path, "--dataset-name", "random", "--random-input-len", "8",
+                         "--random-output-len", "2", "--num-prompts", "2", model_args=[])
+        requests = list(s.requests)
+    _, r = load_result(tmp_path)
+    assert r["model_id"] == "served-model"
+    assert r["tokenizer_id"] == TOKENIZER
+    assert r["completed"] == 2
+    assert all(q["body"]["model"] == "served-model" for q in requests)
+    assert "First model name: served-model" in proc.stdout
+
+
+def test_base_url_path_prefix_and_missing_tokenizer(tmp_path):
+    # A base URL with a path prefix is kept in front of the endpoint: here it yields 404s.
+    with FakeServer() as s:
+        proc = run_bench(s, tmp_path, "--dataset-name", "random", "--random-input-len", "8",
+                         "--random-output-len", "2", "--num-prompts", "1",
+                         model_args=["--model", "fake-model", "--tokenizer", TOKENIZER,
+                                     "--base-url", s.url + "/api/"],
+                         expect_rc=1)
+        assert [q["path"] for q in s.requests] == ["/api/v1/completions"]
+    # A model name that is no directory, and no --tokenizer: a usage error naming the fix.
+    with FakeServer() as s:
+        proc = subprocess.run([BINARY, "bench", "serve", "--base-url", s.url, "--model", "x/y",
+                               "--num-prompts", "1"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1
+        assert "--tokenizer DIR is needed" in proc.stderr
+        assert s.requests == []
