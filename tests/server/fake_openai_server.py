@@ -104,13 +104,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_chunk(b"")
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver's default backlog of 5 resets connections when hundreds arrive at once.
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 class FakeServer:
     """Starts on a free port; `url` is its base URL. Use as a context manager."""
 
     def __init__(self, ttft_s=0.05, itl_s=0.02, usage_mode="final_chunk", prompt_tokens=7,
                  model_id="served-model", model_root=""):
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _Server(("127.0.0.1", 0), _Handler)
         self.httpd.ttft_s = ttft_s
         self.httpd.itl_s = itl_s
         self.httpd.usage_mode = usage_mode
