@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/bench_commands.h"
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
@@ -213,14 +214,19 @@ Status bench_latency(const Flags& flags) {
 
 int cmd_bench(const Args& args) {
   const std::string usage_text =
-      "usage: quantserve bench latency --model DIR [options]\n\n"
-      "`bench latency` times prefill (ppN) and decode (tgN) of one sequence, llama-bench style.\n";
+      "usage: quantserve bench latency|serve|throughput [options]\n\n"
+      "`bench latency` times prefill (ppN) and decode (tgN) of one sequence, llama-bench style.\n"
+      "`bench serve` is vLLM's serving benchmark client against an OpenAI-compatible server.\n"
+      "`bench throughput` is vLLM's offline throughput benchmark on the in-process engine.\n";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::printf("%s", usage_text.c_str());
     return args.empty() ? 2 : 0;
   }
+  if (args[0] == "serve") return bench_serve(Args(args.begin() + 1, args.end()));
+  if (args[0] == "throughput") return bench_throughput(Args(args.begin() + 1, args.end()));
   if (args[0] != "latency") {
-    std::fprintf(stderr, "bench: unknown benchmark '%s' (known: latency)\n", args[0].c_str());
+    std::fprintf(stderr, "bench: unknown benchmark '%s' (known: latency, serve, throughput)\n",
+                 args[0].c_str());
     return 2;
   }
   Flags flags;

@@ -22,7 +22,8 @@ const std::vector<Command> kCommands = {
     {"make-model", qs::apps::cmd_make_model,
      "write a random-weight checkpoint at a real model's shapes"},
     {"bench", qs::apps::cmd_bench,
-     "benchmarks: `bench latency` (prefill/decode tokens/s, roofline)"},
+     "benchmarks: `bench latency` (prefill/decode tokens/s, roofline), `bench serve` "
+     "(vLLM's serving client), `bench throughput` (offline)"},
     {"import", qs::apps::cmd_import, "convert a llama2.c checkpoint into an HF directory"},
 };
 
