@@ -32,7 +32,9 @@ StepOutput OutputProcessor::append(int32_t token) {
     reason = "length";
   }
   if (!reason.empty()) piece += detokenizer_.flush();
-  return commit(piece, std::move(reason));
+  StepOutput out = commit(piece, std::move(reason));
+  out.token = token;
+  return out;
 }
 
 StepOutput OutputProcessor::finish(const std::string& reason) {

@@ -17,7 +17,8 @@
 namespace qs {
 
 struct StepOutput {
-  std::string text;  // newly final text; may be empty
+  int32_t token = -1;  // the token append() added; -1 for finish()
+  std::string text;    // newly final text; may be empty
   bool finished = false;
   std::string finish_reason;  // "stop" | "length" once finished (or finish()'s reason)
 };
