@@ -63,6 +63,8 @@ StepOutput OutputProcessor::commit(const std::string& piece, std::string reason)
     finish_reason_ = reason;
     out.finished = true;
     out.finish_reason = std::move(reason);
+    out.stop_token_id = stop_token_id_;
+    out.stop_string = stop_string_;
   }
   out.text = text_.substr(n_streamed_, end - n_streamed_);
   n_streamed_ = end;

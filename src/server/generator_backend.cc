@@ -115,6 +115,8 @@ void GeneratorBackend::run_batch(std::vector<Pending> batch) {
       out.text = step.text;
       out.finished = step.finished;
       out.finish_reason = step.finish_reason;
+      out.stop_string = step.stop_string;
+      out.stop_token_id = step.stop_token_id;
     }
     done[i] = out.finished;
     p.on_output(std::move(out));
