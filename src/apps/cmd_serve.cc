@@ -30,7 +30,7 @@
 namespace qs::apps {
 namespace {
 
-constexpr const char* kUsageName = "serve";
+constexpr const char* kUsageLine = "serve MODEL_DIR";
 
 // `vllm serve MODEL` takes the model first; --model works too.
 std::string model_dir(const Flags& flags) {
@@ -226,13 +226,13 @@ int cmd_serve(const Args& args) {
   // run_command rejects positional arguments; serve takes the model as one.
   Status parsed = flags.parse(args);
   if (parsed.ok() && flags.help_requested()) {
-    std::printf("usage: quantserve serve MODEL_DIR [options]\n%s", flags.usage(kUsageName).c_str());
+    std::printf("%s", flags.usage(kUsageLine).c_str());
     return 0;
   }
   if (parsed.ok()) parsed = check_flag_values(flags);
   if (!parsed.ok()) {
     std::fprintf(stderr, "quantserve serve: %s\n\n%s", parsed.message().c_str(),
-                 flags.usage(kUsageName).c_str());
+                 flags.usage(kUsageLine).c_str());
     return 2;
   }
   if (Status s = run(flags); !s.ok()) {
