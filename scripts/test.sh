@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the release build runs all suites (unit, kernels,
-# golden); a second build with AddressSanitizer + UndefinedBehaviorSanitizer runs the unit
-# and kernel suites. Exits non-zero on any failure.
+# golden) and the end-to-end server tests (pytest, tests/server); a second build with
+# AddressSanitizer + UndefinedBehaviorSanitizer runs the unit and kernel suites. Exits
+# non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
@@ -11,11 +12,19 @@ scripts/setup.sh --all
 git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-# tests/server: pytest drives build/quantserve over HTTP on 127.0.0.1, from a gitignored venv
-# with the pinned packages of every tests/server/requirements*.txt.
-[[ -x .venv-server/bin/python ]] || python3 -m venv .venv-server
-for req in tests/server/requirements*.txt; do .venv-server/bin/pip install -q -r "$req"; done
-.venv-server/bin/python -m pytest -q tests/server
+# End-to-end tests (tests/server): build/quantserve serve on 127.0.0.1 driven by the openai
+# client and raw HTTP, and bench serve against a fake OpenAI server. Their pinned packages
+# (every tests/server/requirements*.txt) live in .venv, since Debian's pip refuses system-wide
+# installs; it is rebuilt only when those files change.
+cat tests/server/requirements*.txt >/tmp/qs-server-requirements.$$
+if ! cmp -s /tmp/qs-server-requirements.$$ .venv/requirements.txt; then
+  rm -rf .venv
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r /tmp/qs-server-requirements.$$
+  cp /tmp/qs-server-requirements.$$ .venv/requirements.txt
+fi
+rm -f /tmp/qs-server-requirements.$$
+QS_BINARY="$PWD/build/quantserve" .venv/bin/python -m pytest -q -p no:cacheprovider tests/server
 
 # Release flags (no -g) keep this build quick; sanitizer reports still name functions.
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DQS_SANITIZE=ON -DQS_BUILD_BENCH=OFF \

@@ -18,6 +18,7 @@ struct Command {
 const std::vector<Command> kCommands = {
     {"generate", qs::apps::cmd_generate, "complete one prompt, streamed to stdout"},
     {"chat", qs::apps::cmd_chat, "interactive conversation in the model's chat template"},
+    {"serve", qs::apps::cmd_serve, "OpenAI-compatible HTTP server (vLLM's endpoints and flags)"},
     {"inspect", qs::apps::cmd_inspect, "summarize a checkpoint directory (--json available)"},
     {"make-model", qs::apps::cmd_make_model,
      "write a random-weight checkpoint at a real model's shapes"},

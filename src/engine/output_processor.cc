@@ -34,7 +34,9 @@ StepOutput OutputProcessor::append(int32_t token) {
     reason = "length";
   }
   if (!reason.empty()) piece += detokenizer_.flush();
-  return commit(piece, std::move(reason));
+  StepOutput out = commit(piece, std::move(reason));
+  out.token = token;
+  return out;
 }
 
 StepOutput OutputProcessor::finish(const std::string& reason) {
@@ -63,6 +65,8 @@ StepOutput OutputProcessor::commit(const std::string& piece, std::string reason)
     finish_reason_ = reason;
     out.finished = true;
     out.finish_reason = std::move(reason);
+    out.stop_token_id = stop_token_id_;
+    out.stop_string = stop_string_;
   }
   out.text = text_.substr(n_streamed_, end - n_streamed_);
   n_streamed_ = end;

@@ -17,9 +17,13 @@
 namespace qs {
 
 struct StepOutput {
-  std::string text;  // newly final text; may be empty
+  int32_t token = -1;  // the token append() added; -1 for finish()
+  std::string text;    // newly final text; may be empty
   bool finished = false;
   std::string finish_reason;  // "stop" | "length" once finished (or finish()'s reason)
+  // On the finishing step, vLLM's stop_reason (see stop_token_id() / stop_string() below).
+  std::optional<int32_t> stop_token_id;
+  std::optional<std::string> stop_string;
 };
 
 class OutputProcessor {
