@@ -162,7 +162,8 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
   PerLinear<Snapshot> best;
   IndexSampler sampler(calib.n_samples, batch, opt.seed);
   std::vector<float> x, t, y, dy;
-  std::vector<uint8_t> mask;
+  std::vector<uint8_t> mask, lmask;
+  const uint8_t* loss_mask = calib.loss_mask != nullptr ? calib.loss_mask : calib.mask;
   BlockActivations<float> act;
   PerLinear<std::vector<float>> gv, ga, gb;
   for (int it = 0; it < opt.iters; ++it) {
@@ -176,7 +177,7 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
     for (auto& samples : batches) {
       samples = sampler.next();
       for (int64_t s : samples)
-        elements += real_tokens(calib.mask ? calib.mask + s * seqlen : nullptr, seqlen) * hidden;
+        elements += real_tokens(loss_mask ? loss_mask + s * seqlen : nullptr, seqlen) * hidden;
     }
     // Mean over the global batch (§1.4 item 4); the scale does not change sign updates.
     const float scale = elements > 0 ? 1.0f / static_cast<float>(elements) : 0.0f;
@@ -186,11 +187,13 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
       gather(calib.inputs, row, samples, &x);
       gather(calib.targets, row, samples, &t);
       if (calib.mask != nullptr) gather(calib.mask, seqlen, samples, &mask);
+      if (loss_mask != nullptr) gather(loss_mask, seqlen, samples, &lmask);
       const uint8_t* m = calib.mask != nullptr ? mask.data() : nullptr;
+      const uint8_t* lm = loss_mask != nullptr ? lmask.data() : nullptr;
       y.resize(n * row);
       dy.resize(n * row);
       block_forward<float>(b, wptr, x.data(), n, seqlen, m, &act, y.data(), pool);
-      sum += squared_error(y.data(), t.data(), m, n * seqlen, hidden, scale, dy.data());
+      sum += squared_error(y.data(), t.data(), lm, n * seqlen, hidden, scale, dy.data());
       block_backward<float>(b, wptr, act, m, dy.data(), nullptr, dwptr, pool);
     }
     const double loss = elements > 0 ? sum / static_cast<double>(elements) : 0.0;
@@ -243,6 +246,15 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
   return result;
 }
 
+Result<TuneResult> tune_block(const models::DecoderLayerWeights& layer,
+                              const models::ModelConfig& config, int64_t layer_index,
+                              const PerLinear<formats::QuantScheme>& schemes,
+                              const BlockCalibration& calib, const TuneOptions& options,
+                              ThreadPool& pool, const TuneProgress& progress) {
+  QS_ASSIGN_OR_RETURN(const BlockTensors<float> block, copy_block(layer, config, layer_index));
+  return tune_block(block, schemes, calib, options, pool, progress);
+}
+
 Status block_output(const BlockTensors<float>& b,
                     const PerLinear<const formats::QuantizedWeight*>& weights,
                     const BlockCalibration& calib, float* out, ThreadPool& pool) {
@@ -279,9 +291,10 @@ Result<double> block_loss(const BlockTensors<float>& b,
   std::vector<float> y(calib.n_samples * calib.seqlen * b.hidden);
   QS_RETURN_IF_ERROR(block_output(b, weights, calib, y.data(), pool));
   const int64_t tokens = calib.n_samples * calib.seqlen;
-  const int64_t elements = real_tokens(calib.mask, tokens) * b.hidden;
+  const uint8_t* loss_mask = calib.loss_mask != nullptr ? calib.loss_mask : calib.mask;
+  const int64_t elements = real_tokens(loss_mask, tokens) * b.hidden;
   const double sum =
-      squared_error(y.data(), calib.targets, calib.mask, tokens, b.hidden, 0, nullptr);
+      squared_error(y.data(), calib.targets, loss_mask, tokens, b.hidden, 0, nullptr);
   return elements > 0 ? sum / static_cast<double>(elements) : 0.0;
 }
 

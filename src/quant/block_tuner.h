@@ -32,12 +32,16 @@ struct TuneOptions {
 //   inputs  [n_samples, seqlen, hidden]: the block's inputs on the quantized chain (X_q; for
 //           block 0 the embeddings), §1.4 item 3;
 //   targets [n_samples, seqlen, hidden]: the full-precision block's outputs on the FP chain;
-//   mask    [n_samples, seqlen]: 1 = a real token, 0 = padding (neither attended to nor in the
-//           loss); nullptr = every position real. Positions are 0..seqlen-1 per sample.
+//   mask    [n_samples, seqlen]: 1 = a real token, 0 = padding (never attended to); nullptr =
+//           every position real. Positions are 0..seqlen-1 per sample.
+//   loss_mask [n_samples, seqlen]: 1 = the position counts in the loss; nullptr = `mask`. The
+//           tool (v0.15, §1.4 item 4) also drops each sample's last position and trailing
+//           repeated tokens from the loss without hiding them from attention.
 struct BlockCalibration {
   const float* inputs = nullptr;
   const float* targets = nullptr;
   const uint8_t* mask = nullptr;
+  const uint8_t* loss_mask = nullptr;
   int64_t n_samples = 0;
   int64_t seqlen = 0;
 };
@@ -60,13 +64,20 @@ using TuneProgress = std::function<void(int iter, double loss)>;
 //   1. quantize-dequantize every tuned weight with the current V, alpha, beta (f16 scales);
 //   2. for each of gradient_accumulate_steps mini-batches of batch_size samples (drawn without
 //      replacement from a seeded shuffle, reshuffled when fewer than a batch remain, like the
-//      tool's IndexSampler), run the block and sum the squared error over real tokens;
-//      loss = sum / (real tokens x hidden) over the global batch;
+//      tool's IndexSampler), run the block and sum the squared error over the loss positions;
+//      loss = sum / (loss positions x hidden) over the global batch;
 //   3. if loss is the lowest so far (iteration 0 = RTN included) snapshot V, alpha, beta;
 //   4. SignSGD: theta -= lr_t sign(dL/dtheta), lr_t = lr (1 - t / iters), then clip V to
 //      [-0.5, 0.5] and alpha, beta to [0.5, 1] (the paper's bounds, §1.1).
 // The best snapshot is exported. Errors name the bad argument.
 Result<TuneResult> tune_block(const BlockTensors<float>& block,
+                              const PerLinear<formats::QuantScheme>& schemes,
+                              const BlockCalibration& calib, const TuneOptions& options,
+                              ThreadPool& pool, const TuneProgress& progress = {});
+
+// The same on a loaded layer: copy_block(layer, config, layer_index), then the above.
+Result<TuneResult> tune_block(const models::DecoderLayerWeights& layer,
+                              const models::ModelConfig& config, int64_t layer_index,
                               const PerLinear<formats::QuantScheme>& schemes,
                               const BlockCalibration& calib, const TuneOptions& options,
                               ThreadPool& pool, const TuneProgress& progress = {});
@@ -78,8 +89,8 @@ Status block_output(const BlockTensors<float>& block,
                     const PerLinear<const formats::QuantizedWeight*>& weights,
                     const BlockCalibration& calib, float* out, ThreadPool& pool);
 
-// The tuning loss (mean squared error over real tokens) of the whole calibration set with the
-// given weights, as block_output.
+// The tuning loss (mean squared error over the loss mask's positions) of the whole calibration set
+// with the given weights, as block_output.
 Result<double> block_loss(const BlockTensors<float>& block,
                           const PerLinear<const formats::QuantizedWeight*>& weights,
                           const BlockCalibration& calib, ThreadPool& pool);

@@ -40,7 +40,7 @@ BlockTensors<float> random_block(std::mt19937& rng) {
 struct Fixture {
   BlockTensors<float> block;
   std::vector<float> inputs, targets;
-  std::vector<uint8_t> mask;
+  std::vector<uint8_t> mask, loss_mask;
   BlockCalibration calib;
   PerLinear<formats::QuantScheme> schemes;
   ThreadPool pool{2};
@@ -54,7 +54,10 @@ struct Fixture {
     for (float& v : inputs) v = normal(rng);
     mask.assign(n_samples * seqlen, 1);
     mask[seqlen] = mask[seqlen + 1] = 0;  // sample 1 is left-padded
-    calib = {inputs.data(), nullptr, mask.data(), n_samples, seqlen};
+    // As the tool: the last position of every sample is left out of the loss only.
+    loss_mask = mask;
+    for (int64_t i = 0; i < n_samples; ++i) loss_mask[i * seqlen + seqlen - 1] = 0;
+    calib = {inputs.data(), nullptr, mask.data(), loss_mask.data(), n_samples, seqlen};
     targets.resize(n);
     const PerLinear<const formats::QuantizedWeight*> fp{};
     EXPECT_TRUE(block_output(block, fp, calib, targets.data(), pool).ok());
@@ -151,6 +154,34 @@ TEST(QuantBlockTunerMisc, ZeroItersIsRtnAndDenseLinearsStayDense) {
   }
   EXPECT_NEAR(r->best_loss, f.loss_of(*r), 1e-9);
   EXPECT_EQ(r->best_iter, 0);
+}
+
+// block_loss is the mean squared error over the loss mask's positions of block_output.
+TEST(QuantBlockTunerMisc, BlockLossIsMaskedMse) {
+  Fixture f(4, true);
+  PerLinear<formats::QuantizedWeight> q;
+  PerLinear<const formats::QuantizedWeight*> ptrs{};
+  for (int i = 0; i < kNumLinears; ++i) {
+    q[i] = formats::rtn_quantize(f.block.w[i].data(), f.block.out_features(i),
+                                 f.block.in_features(i), 4, 16, true);
+    ptrs[i] = &q[i];
+  }
+  std::vector<float> y(f.targets.size());
+  ASSERT_TRUE(block_output(f.block, ptrs, f.calib, y.data(), f.pool).ok());
+  double sum = 0;
+  int64_t count = 0;
+  for (size_t t = 0; t < f.loss_mask.size(); ++t) {
+    if (!f.loss_mask[t]) continue;
+    ++count;
+    for (int64_t j = 0; j < f.block.hidden; ++j) {
+      const double d = y[t * f.block.hidden + j] - f.targets[t * f.block.hidden + j];
+      sum += d * d;
+    }
+  }
+  auto loss = block_loss(f.block, ptrs, f.calib, f.pool);
+  ASSERT_TRUE(loss.ok());
+  EXPECT_NEAR(*loss, sum / (count * f.block.hidden), 1e-9);
+  EXPECT_GT(*loss, 0.0);
 }
 
 TEST(QuantBlockTunerMisc, RejectsBadArguments) {
