@@ -1,5 +1,6 @@
 // kernels/cpu: AVX-512 f32 GEMM (gemm_cpu.h). Tiles of up to 8 rows x 32 columns: 16 zmm
-// accumulators, 2 for B, 1 broadcast. Column tails use masked loads and stores.
+// accumulators, 2 for B, 1 broadcast. The B block is packed into an aligned panel (zero past n); C
+// column tails use masked loads and stores.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -11,11 +12,11 @@ namespace {
 
 constexpr int kMR = 8;
 constexpr int64_t kNR = 32;
-constexpr int64_t kKC = 256;  // 256 rows x 32 columns of B = 32 KiB
+constexpr int64_t kKC = 256;  // 256 rows x 32 columns of B = 32 KiB, packed into a panel
 
 template <int MR>
-void tile(const GemmArgs& g, int64_t i0, int64_t j0, int64_t cols, int64_t p0, int64_t pc,
-          bool load_c) {
+void tile(const GemmArgs& g, const float* panel, int64_t i0, int64_t j0, int64_t cols, int64_t p0,
+          int64_t pc, bool load_c) {
   const __mmask16 m0 = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
   const __mmask16 m1 = cols >= 32   ? __mmask16(0xffff)
                        : cols <= 16 ? __mmask16(0)
@@ -28,10 +29,9 @@ void tile(const GemmArgs& g, int64_t i0, int64_t j0, int64_t cols, int64_t p0, i
     acc[r][1] = load_c ? _mm512_maskz_loadu_ps(m1, c + 16) : _mm512_setzero_ps();
   }
   const float* a = g.a + i0 * g.a_row_stride + p0 * g.a_col_stride;
-  const float* b = g.b + p0 * g.ldb + j0;
   for (int64_t p = 0; p < pc; ++p) {
-    const __m512 b0 = _mm512_maskz_loadu_ps(m0, b + p * g.ldb);
-    const __m512 b1 = _mm512_maskz_loadu_ps(m1, b + p * g.ldb + 16);
+    const __m512 b0 = _mm512_load_ps(panel + p * kNR);
+    const __m512 b1 = _mm512_load_ps(panel + p * kNR + 16);
     const float* ap = a + p * g.a_col_stride;
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
@@ -48,7 +48,8 @@ void tile(const GemmArgs& g, int64_t i0, int64_t j0, int64_t cols, int64_t p0, i
   }
 }
 
-using TileFn = void (*)(const GemmArgs&, int64_t, int64_t, int64_t, int64_t, int64_t, bool);
+using TileFn = void (*)(const GemmArgs&, const float*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                        bool);
 constexpr TileFn kTiles[kMR + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>,
                                     tile<5>, tile<6>, tile<7>, tile<8>};
 
@@ -59,14 +60,22 @@ void gemm_f32_avx512(const GemmArgs& g, int64_t i_begin, int64_t i_end) {
     for (int64_t i = i_begin; i < i_end; ++i) std::fill_n(g.c + i * g.ldc, g.n, 0.0f);
     return;
   }
+  alignas(64) float panel[kKC * kNR];
   for (int64_t p0 = 0; p0 < g.k; p0 += kKC) {
     const int64_t pc = std::min(kKC, g.k - p0);
     const bool load_c = g.accumulate || p0 > 0;
     for (int64_t j0 = 0; j0 < g.n; j0 += kNR) {
       const int64_t cols = std::min(kNR, g.n - j0);
+      // The B block as one contiguous, aligned panel (columns past n zero), reused by every
+      // row tile: the strided rows of B would otherwise be re-fetched line by line per tile.
+      for (int64_t p = 0; p < pc; ++p) {
+        const float* src = g.b + (p0 + p) * g.ldb + j0;
+        std::copy_n(src, cols, panel + p * kNR);
+        std::fill(panel + p * kNR + cols, panel + (p + 1) * kNR, 0.0f);
+      }
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kMR) {
         const int64_t rows = std::min<int64_t>(kMR, i_end - i0);
-        kTiles[rows](g, i0, j0, cols, p0, pc, load_c);
+        kTiles[rows](g, panel, i0, j0, cols, p0, pc, load_c);
       }
     }
   }
