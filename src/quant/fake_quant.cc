@@ -50,7 +50,7 @@ FakeQuantLinear<T> make_fake_quant(const T* w, int64_t n, int64_t k, int bits, i
   l.k = k;
   l.bits = bits;
   l.sym = sym;
-  l.group_size = group_size > 0 ? std::min(group_size, k) : k;
+  l.group_size = group_size > 0 ? group_size : k;  // > k: the whole row is one group (§1.2)
   l.n_groups = (k + l.group_size - 1) / l.group_size;
   l.w.assign(w, w + n * k);
   l.v.assign(n * k, T(0));

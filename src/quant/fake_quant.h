@@ -19,7 +19,7 @@ template <class T>
 struct FakeQuantLinear {
   int64_t n = 0, k = 0;        // weight [n, k] as nn.Linear stores it
   int bits = 4;                // 2..8
-  int64_t group_size = 0;      // resolved: k when the scheme says -1 (per channel)
+  int64_t group_size = 0;      // resolved: k when the scheme says -1 (per channel); may exceed k
   int64_t n_groups = 0;        // ceil(k / group_size) per row
   bool sym = true;             // full-range symmetric (int_sym) vs asymmetric (int_asym)
   std::vector<T> w;            // [n, k] the full-precision weight (an owned copy)

@@ -202,7 +202,7 @@ TEST(QuantFakeQuant, InitialStateIsRtn) {
   for (int64_t c = 0; c < 64; ++c) w[3 * k + c] = 0.0f;  // an all-zero group hits the floor
   for (const bool sym : {true, false}) {
     for (const int bits : {2, 4, 8}) {
-      for (const int64_t gs : {int64_t{-1}, int64_t{32}, int64_t{64}}) {
+      for (const int64_t gs : {int64_t{-1}, int64_t{32}, int64_t{64}, int64_t{256}}) {
         const FakeQuantLinear<float> l = make_fake_quant<float>(w.data(), n, k, bits, gs, sym);
         std::vector<float> wq(n * k), deq(n * k);
         QdqCache<float> cache;
