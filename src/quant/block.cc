@@ -15,6 +15,26 @@ const T* bias_or_null(const std::vector<T>& b) {
   return b.empty() ? nullptr : b.data();
 }
 
+// The per-row and element-wise ops split over the pool: for a real block (16K tokens x 14K
+// intermediate) the SwiGLU's exp() alone would otherwise cost seconds per iteration.
+template <class T>
+void norm_forward(ThreadPool& pool, const T* x, int64_t m, int64_t d, const T* w, double eps, T* y,
+                  T* inv_rms) {
+  pool.parallel_for(m, [&](int64_t b, int64_t e) {
+    rms_norm_forward<T>(x + b * d, e - b, d, w, eps, y + b * d, inv_rms + b);
+  });
+}
+
+template <class T>
+void norm_backward(ThreadPool& pool, const T* x, const T* inv_rms, const T* dy, int64_t m,
+                   int64_t d, const T* w, T* dx, bool accumulate) {
+  pool.parallel_for(m, [&](int64_t b, int64_t e) {
+    rms_norm_backward<T>(x + b * d, inv_rms + b, dy + b * d, e - b, d, w, dx + b * d, accumulate);
+  });
+}
+
+constexpr int64_t kElementGrain = 4096;
+
 }  // namespace
 
 const char* linear_name(int index) {
@@ -105,7 +125,8 @@ void block_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const
   a.x.assign(x, x + m * d);
   a.inv_rms1.resize(m);
   a.h1.resize(m * d);
-  rms_norm_forward<T>(x, m, d, b.attn_norm.data(), b.rms_norm_eps, a.h1.data(), a.inv_rms1.data());
+  norm_forward<T>(pool, x, m, d, b.attn_norm.data(), b.rms_norm_eps, a.h1.data(),
+                  a.inv_rms1.data());
 
   a.q.resize(m * q_dim);
   a.k.resize(m * kv_dim);
@@ -122,10 +143,10 @@ void block_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const
     a.k_pre = a.k;
     a.inv_rms_q.resize(m * b.n_heads);
     a.inv_rms_k.resize(m * b.n_kv_heads);
-    rms_norm_forward<T>(a.q_pre.data(), m * b.n_heads, hd, b.q_norm.data(), b.rms_norm_eps,
-                        a.q.data(), a.inv_rms_q.data());
-    rms_norm_forward<T>(a.k_pre.data(), m * b.n_kv_heads, hd, b.k_norm.data(), b.rms_norm_eps,
-                        a.k.data(), a.inv_rms_k.data());
+    norm_forward<T>(pool, a.q_pre.data(), m * b.n_heads, hd, b.q_norm.data(), b.rms_norm_eps,
+                    a.q.data(), a.inv_rms_q.data());
+    norm_forward<T>(pool, a.k_pre.data(), m * b.n_kv_heads, hd, b.k_norm.data(), b.rms_norm_eps,
+                    a.k.data(), a.inv_rms_k.data());
   }
   // cos/sin in f32 exactly as models::rope_tables (transformers computes them in f32 too).
   std::vector<int32_t> positions(seqlen);
@@ -160,8 +181,8 @@ void block_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const
 
   a.inv_rms2.resize(m);
   a.h2.resize(m * d);
-  rms_norm_forward<T>(a.x2.data(), m, d, b.mlp_norm.data(), b.rms_norm_eps, a.h2.data(),
-                      a.inv_rms2.data());
+  norm_forward<T>(pool, a.x2.data(), m, d, b.mlp_norm.data(), b.rms_norm_eps, a.h2.data(),
+                  a.inv_rms2.data());
   a.gate.resize(m * inter);
   a.up.resize(m * inter);
   a.act.resize(m * inter);
@@ -169,7 +190,12 @@ void block_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const
                     a.gate.data(), pool);
   linear_forward<T>(a.h2.data(), m, d, w[kUpProj], inter, bias_or_null(b.bias[kUpProj]),
                     a.up.data(), pool);
-  silu_mul_forward<T>(a.gate.data(), a.up.data(), m * inter, a.act.data());
+  pool.parallel_for(
+      m * inter,
+      [&](int64_t b0, int64_t e) {
+        silu_mul_forward<T>(a.gate.data() + b0, a.up.data() + b0, e - b0, a.act.data() + b0);
+      },
+      kElementGrain);
   linear_forward<T>(a.act.data(), m, inter, w[kDownProj], d, bias_or_null(b.bias[kDownProj]), y,
                     pool);
   for (int64_t i = 0; i < m * d; ++i) y[i] += a.x2[i];
@@ -185,16 +211,21 @@ void block_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
   std::vector<T> dact(m * inter), dgate(m * inter), dup(m * inter), dh2(m * d);
   linear_backward<T>(a.act.data(), dy, m, inter, w[kDownProj], d, dact.data(), dw[kDownProj], true,
                      pool);
-  silu_mul_backward<T>(a.gate.data(), a.up.data(), dact.data(), m * inter, dgate.data(),
-                       dup.data());
+  pool.parallel_for(
+      m * inter,
+      [&](int64_t b0, int64_t e) {
+        silu_mul_backward<T>(a.gate.data() + b0, a.up.data() + b0, dact.data() + b0, e - b0,
+                             dgate.data() + b0, dup.data() + b0);
+      },
+      kElementGrain);
   std::fill(dh2.begin(), dh2.end(), T(0));
   linear_backward<T>(a.h2.data(), dgate.data(), m, d, w[kGateProj], inter, dh2.data(),
                      dw[kGateProj], true, pool);
   linear_backward<T>(a.h2.data(), dup.data(), m, d, w[kUpProj], inter, dh2.data(), dw[kUpProj],
                      true, pool);
   std::vector<T> dx2(dy, dy + m * d);
-  rms_norm_backward<T>(a.x2.data(), a.inv_rms2.data(), dh2.data(), m, d, b.mlp_norm.data(),
-                       dx2.data(), true);
+  norm_backward<T>(pool, a.x2.data(), a.inv_rms2.data(), dh2.data(), m, d, b.mlp_norm.data(),
+                   dx2.data(), true);
 
   // Attention: x2 = x + o(attention(rope(norm(q h1)), rope(norm(k h1)), v h1)).
   std::vector<T> dattn(m * q_dim, T(0));
@@ -218,10 +249,10 @@ void block_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
   }
   if (!b.q_norm.empty()) {
     std::vector<T> dq_pre(m * q_dim), dk_pre(m * kv_dim);
-    rms_norm_backward<T>(a.q_pre.data(), a.inv_rms_q.data(), dq.data(), m * b.n_heads, hd,
-                         b.q_norm.data(), dq_pre.data(), false);
-    rms_norm_backward<T>(a.k_pre.data(), a.inv_rms_k.data(), dk.data(), m * b.n_kv_heads, hd,
-                         b.k_norm.data(), dk_pre.data(), false);
+    norm_backward<T>(pool, a.q_pre.data(), a.inv_rms_q.data(), dq.data(), m * b.n_heads, hd,
+                     b.q_norm.data(), dq_pre.data(), false);
+    norm_backward<T>(pool, a.k_pre.data(), a.inv_rms_k.data(), dk.data(), m * b.n_kv_heads, hd,
+                     b.k_norm.data(), dk_pre.data(), false);
     dq.swap(dq_pre);
     dk.swap(dk_pre);
   }
@@ -234,8 +265,8 @@ void block_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
                      pool);
   if (dx != nullptr) {
     std::copy(dx2.begin(), dx2.end(), dx);
-    rms_norm_backward<T>(a.x.data(), a.inv_rms1.data(), dh1.data(), m, d, b.attn_norm.data(), dx,
-                         true);
+    norm_backward<T>(pool, a.x.data(), a.inv_rms1.data(), dh1.data(), m, d, b.attn_norm.data(), dx,
+                     true);
   }
 }
 
