@@ -153,17 +153,26 @@ bool allowed(const AttentionShape& s, const uint8_t* mask_row, int64_t i, int64_
   return s.sliding_window == 0 || j > i - s.sliding_window;
 }
 
-// Per (sequence, kv head) work buffers, reused across calls on each thread.
+// Queries are processed in blocks of this many rows; a block's keys stop at its last query
+// (causality), so the masked upper triangle is never computed and the probabilities of one
+// block, [kRowBlock, seqlen], are all that is held.
+constexpr int64_t kRowBlock = 64;
+
+// Per-thread work buffers, reused across calls.
 template <class T>
 struct AttnScratch {
-  std::vector<T> scores;  // [seqlen, seqlen]
-  std::vector<T> kt;      // [head_dim, seqlen]: K^T (or V^T) of the kv head
-  std::vector<T> dp;      // [seqlen, seqlen]
+  std::vector<T> p;       // [kRowBlock, seqlen] probabilities of one query block
+  std::vector<T> dp;      // [kRowBlock, seqlen] their gradient
+  std::vector<T> kt, vt;  // [head_dim, seqlen]: K^T and V^T of the kv head
 };
 
 template <class T>
-AttnScratch<T>& scratch() {
+AttnScratch<T>& scratch(int64_t seqlen, int64_t head_dim) {
   thread_local AttnScratch<T> s;
+  s.p.resize(kRowBlock * seqlen);
+  s.dp.resize(kRowBlock * seqlen);
+  s.kt.resize(head_dim * seqlen);
+  s.vt.resize(head_dim * seqlen);
   return s;
 }
 
@@ -174,23 +183,24 @@ void transpose_head(const T* x, int64_t ld, int64_t seqlen, int64_t head_dim, T*
     for (int64_t d = 0; d < head_dim; ++d) out[d * seqlen + t] = x[t * ld + d];
 }
 
-// p = scale * Q_h K^T, then in place the probabilities of each row. The forward computes each
-// row's log-sum-exp into lse_out; the backward passes it back as lse_in, so both passes see
-// the same P.
+// Rows [i0, i1) of P = softmax(scale * Q_h K^T) over keys [0, i1), into p ([i1 - i0, seqlen],
+// row stride seqlen). The forward computes each row's log-sum-exp into lse_out; the backward
+// passes it back as lse_in, so both passes see the same P. A row with no allowed key is zero.
 template <class T>
 void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* kt,
-                   const uint8_t* mask_row, T* p, T* lse_out, const T* lse_in) {
-  const int64_t n = s.seqlen;
-  matmul<T>({qh, q_ld, 1, kt, n, p, n, n, n, s.head_dim, false}, nullptr);
-  for (int64_t i = 0; i < n; ++i) {
-    T* row = p + i * n;
+                   const uint8_t* mask_row, int64_t i0, int64_t i1, T* p, T* lse_out,
+                   const T* lse_in) {
+  const int64_t n = s.seqlen, cols = i1;
+  matmul<T>({qh + i0 * q_ld, q_ld, 1, kt, n, p, n, i1 - i0, cols, s.head_dim, false}, nullptr);
+  for (int64_t i = i0; i < i1; ++i) {
+    T* row = p + (i - i0) * n;
     T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = 0; j < cols; ++j) {
       row[j] *= static_cast<T>(s.scale);
       if (allowed(s, mask_row, i, j)) mx = std::max(mx, row[j]);
     }
     if (mx == -std::numeric_limits<T>::infinity()) {  // no key: output zeros
-      std::fill_n(row, n, T(0));
+      std::fill_n(row, cols, T(0));
       if (lse_out != nullptr) lse_out[i] = 0;
       continue;
     }
@@ -199,12 +209,13 @@ void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* 
       l = lse_in[i];
     } else {
       T sum = 0;
-      for (int64_t j = 0; j < n; ++j)
+      for (int64_t j = 0; j < cols; ++j)
         if (allowed(s, mask_row, i, j)) sum += std::exp(row[j] - mx);
       l = mx + std::log(sum);
       lse_out[i] = l;
     }
-    for (int64_t j = 0; j < n; ++j) row[j] = allowed(s, mask_row, i, j) ? std::exp(row[j] - l) : 0;
+    for (int64_t j = 0; j < cols; ++j)
+      row[j] = allowed(s, mask_row, i, j) ? std::exp(row[j] - l) : 0;
   }
 }
 
@@ -216,21 +227,24 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
   const int64_t n = s.seqlen, hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
   const int64_t q_dim = s.n_heads * hd, kv_dim = s.n_kv_heads * hd;
   pool.parallel_for(s.n_seqs * s.n_kv_heads, [&](int64_t begin, int64_t end) {
-    AttnScratch<T>& sc = scratch<T>();
-    sc.scores.resize(n * n);
-    sc.kt.resize(hd * n);
+    AttnScratch<T>& sc = scratch<T>(n, hd);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / s.n_kv_heads, g = task % s.n_kv_heads;
       const uint8_t* mask_row = mask != nullptr ? mask + b * n : nullptr;
+      const T* vg = v + b * n * kv_dim + g * hd;
       transpose_head(k + b * n * kv_dim + g * hd, kv_dim, n, hd, sc.kt.data());
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         const T* qh = q + b * n * q_dim + h * hd;
+        T* oh = out + b * n * q_dim + h * hd;
         T* lse_h = lse + (b * s.n_heads + h) * n;
-        probabilities<T>(s, qh, q_dim, sc.kt.data(), mask_row, sc.scores.data(), lse_h, nullptr);
-        // O_h = P V_h
-        matmul<T>({sc.scores.data(), n, 1, v + b * n * kv_dim + g * hd, kv_dim,
-                   out + b * n * q_dim + h * hd, q_dim, n, hd, n, false},
-                  nullptr);
+        for (int64_t i0 = 0; i0 < n; i0 += kRowBlock) {
+          const int64_t i1 = std::min(n, i0 + kRowBlock);
+          probabilities<T>(s, qh, q_dim, sc.kt.data(), mask_row, i0, i1, sc.p.data(), lse_h,
+                           nullptr);
+          // O_h[i0:i1] = P[i0:i1, :i1] V_g[:i1]
+          matmul<T>({sc.p.data(), n, 1, vg, kv_dim, oh + i0 * q_dim, q_dim, i1 - i0, hd, i1, false},
+                    nullptr);
+        }
       }
     }
   });
@@ -245,11 +259,7 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
   // Each task owns one kv head of one sequence, so the group's heads accumulate into dk/dv
   // without races.
   pool.parallel_for(s.n_seqs * s.n_kv_heads, [&](int64_t begin, int64_t end) {
-    AttnScratch<T>& sc = scratch<T>();
-    sc.scores.resize(n * n);
-    sc.dp.resize(n * n);
-    std::vector<T> vt(hd * n);
-    sc.kt.resize(hd * n);
+    AttnScratch<T>& sc = scratch<T>(n, hd);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / s.n_kv_heads, g = task % s.n_kv_heads;
       const uint8_t* mask_row = mask != nullptr ? mask + b * n : nullptr;
@@ -257,32 +267,41 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
       const T* vg = v + b * n * kv_dim + g * hd;
       T* dkg = dk + b * n * kv_dim + g * hd;
       T* dvg = dv + b * n * kv_dim + g * hd;
+      for (int64_t t = 0; t < n; ++t) {
+        std::fill_n(dkg + t * kv_dim, hd, T(0));
+        std::fill_n(dvg + t * kv_dim, hd, T(0));
+      }
       transpose_head(kg, kv_dim, n, hd, sc.kt.data());
-      transpose_head(vg, kv_dim, n, hd, vt.data());
+      transpose_head(vg, kv_dim, n, hd, sc.vt.data());
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        const bool first = h == g * group;
         const T* qh = q + b * n * q_dim + h * hd;
         const T* oh = out + b * n * q_dim + h * hd;
         const T* doh = dout + b * n * q_dim + h * hd;
-        T* p = sc.scores.data();
-        T* dp = sc.dp.data();
-        probabilities<T>(s, qh, q_dim, sc.kt.data(), mask_row, p, nullptr,
-                         lse + (b * s.n_heads + h) * n);
-        // dV_g += P^T dO_h
-        matmul<T>({p, 1, n, doh, q_dim, dvg, kv_dim, n, hd, n, !first}, nullptr);
-        // dP = dO_h V_g^T
-        matmul<T>({doh, q_dim, 1, vt.data(), n, dp, n, n, n, hd, false}, nullptr);
-        // dS = P * (dP - rowsum(dO * O)) * scale (softmax backward; rowsum(P dP) = dO . O)
-        for (int64_t i = 0; i < n; ++i) {
-          T d = 0;
-          for (int64_t c = 0; c < hd; ++c) d += doh[i * q_dim + c] * oh[i * q_dim + c];
-          for (int64_t j = 0; j < n; ++j)
-            dp[i * n + j] = p[i * n + j] * (dp[i * n + j] - d) * static_cast<T>(s.scale);
+        T* dqh = dq + b * n * q_dim + h * hd;
+        for (int64_t i0 = 0; i0 < n; i0 += kRowBlock) {
+          const int64_t i1 = std::min(n, i0 + kRowBlock), rows = i1 - i0;
+          T* p = sc.p.data();
+          T* dp = sc.dp.data();
+          probabilities<T>(s, qh, q_dim, sc.kt.data(), mask_row, i0, i1, p, nullptr,
+                           lse + (b * s.n_heads + h) * n);
+          // dV_g[:i1] += P^T dO_h[i0:i1]
+          matmul<T>({p, 1, n, doh + i0 * q_dim, q_dim, dvg, kv_dim, i1, hd, rows, true}, nullptr);
+          // dP = dO_h[i0:i1] V_g[:i1]^T
+          matmul<T>({doh + i0 * q_dim, q_dim, 1, sc.vt.data(), n, dp, n, rows, i1, hd, false},
+                    nullptr);
+          // dS = P * (dP - rowsum(dO * O)) * scale (softmax backward; rowsum(P dP) = dO . O)
+          for (int64_t i = i0; i < i1; ++i) {
+            T d = 0;
+            for (int64_t c = 0; c < hd; ++c) d += doh[i * q_dim + c] * oh[i * q_dim + c];
+            T* dpr = dp + (i - i0) * n;
+            const T* pr = p + (i - i0) * n;
+            for (int64_t j = 0; j < i1; ++j)
+              dpr[j] = pr[j] * (dpr[j] - d) * static_cast<T>(s.scale);
+          }
+          // dQ_h[i0:i1] = dS K_g[:i1]; dK_g[:i1] += dS^T Q_h[i0:i1]
+          matmul<T>({dp, n, 1, kg, kv_dim, dqh + i0 * q_dim, q_dim, rows, hd, i1, false}, nullptr);
+          matmul<T>({dp, 1, n, qh + i0 * q_dim, q_dim, dkg, kv_dim, i1, hd, rows, true}, nullptr);
         }
-        // dQ_h = dS K_g; dK_g += dS^T Q_h
-        matmul<T>({dp, n, 1, kg, kv_dim, dq + b * n * q_dim + h * hd, q_dim, n, hd, n, false},
-                  nullptr);
-        matmul<T>({dp, 1, n, qh, q_dim, dkg, kv_dim, n, hd, n, !first}, nullptr);
       }
     }
   });

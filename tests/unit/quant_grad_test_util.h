@@ -27,17 +27,18 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
-// Checks grad[i] against (L(theta + h e_i) - L(theta - h e_i)) / 2h for every i, where `loss`
+// Checks grad[i] against (L(theta + h e_i) - L(theta - h e_i)) / 2h for every `stride`-th i
+// (offset by stride / 2, so long tensors are sampled across their whole length), where `loss`
 // reads `theta` (perturbed in place and restored). In double with h = 1e-5 the difference
 // quotient is exact to ~1e-9 for these smooth, O(1) functions; kAbs/kRel are far below the
 // size of any real error (a flipped sign or a dropped term is off by O(1)).
 inline void expect_matches_fd(const std::string& what, std::vector<double>& theta,
                               const std::vector<double>& grad, const std::function<double()>& loss,
-                              double h = 1e-5) {
+                              size_t stride = 1, double h = 1e-5) {
   constexpr double kAbs = 1e-7, kRel = 1e-6;
   ASSERT_EQ(theta.size(), grad.size()) << what;
   int failures = 0;
-  for (size_t i = 0; i < theta.size(); ++i) {
+  for (size_t i = stride / 2; i < theta.size(); i += stride) {
     const double saved = theta[i];
     theta[i] = saved + h;
     const double up = loss();
