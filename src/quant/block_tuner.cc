@@ -197,6 +197,10 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
       block_backward<float>(b, wptr, act, m, dy.data(), nullptr, dwptr, pool);
     }
     const double loss = elements > 0 ? sum / static_cast<double>(elements) : 0.0;
+    if (!std::isfinite(loss)) {
+      return invalid_argument("autoround: the block's loss is not finite at iteration " +
+                              std::to_string(it) + " (inf or nan in the calibration data?)");
+    }
     if (it == 0) result.initial_loss = loss;
     if (progress) progress(it, loss);
     if (loss < result.best_loss) {  // §1.4 item 8: before the update, step 0 (RTN) included

@@ -199,6 +199,11 @@ TEST(QuantBlockTunerMisc, RejectsBadArguments) {
   EXPECT_FALSE(tune_block(f.block, f.schemes, c, opt, f.pool).ok());
   opt.batch_size = 0;
   EXPECT_FALSE(tune_block(f.block, f.schemes, f.calib, opt, f.pool).ok());
+  opt.batch_size = 8;
+  f.inputs[5] = std::nanf("");
+  auto nan = tune_block(f.block, f.schemes, f.calib, opt, f.pool);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.status().message().find("not finite"), std::string::npos);
 }
 
 }  // namespace
