@@ -76,4 +76,48 @@ formats::QuantizedWeight opt_rtn(const float* w, int64_t n, int64_t k, int bits,
   return q;
 }
 
+Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b,
+                                                    const BlockCalibration& calib,
+                                                    ThreadPool& pool) {
+  if (calib.inputs == nullptr || calib.n_samples <= 0 || calib.seqlen <= 0) {
+    return invalid_argument("imatrix: calibration inputs missing or empty");
+  }
+  PerLinear<std::vector<double>> sums;
+  for (int i = 0; i < kNumLinears; ++i) sums[i].assign(b.in_features(i), 0.0);
+  PerLinear<const float*> w;
+  for (int i = 0; i < kNumLinears; ++i) w[i] = b.w[i].data();
+  // q/k/v read the first norm's output, o the attention output, gate/up the second norm's
+  // output, down the SwiGLU product.
+  auto add = [&](int i, const std::vector<float>& x, const uint8_t* mask, int64_t tokens) {
+    const int64_t d = b.in_features(i);
+    for (int64_t t = 0; t < tokens; ++t) {
+      if (mask != nullptr && mask[t] == 0) continue;
+      for (int64_t j = 0; j < d; ++j)
+        sums[i][j] += static_cast<double>(x[t * d + j]) * x[t * d + j];
+    }
+  };
+  constexpr int64_t kChunk = 8;  // samples per forward, bounding the saved activations
+  const int64_t row = calib.seqlen * b.hidden;
+  BlockActivations<float> act;
+  std::vector<float> y;
+  for (int64_t s0 = 0; s0 < calib.n_samples; s0 += kChunk) {
+    const int64_t n = std::min(kChunk, calib.n_samples - s0), tokens = n * calib.seqlen;
+    const uint8_t* mask = calib.mask != nullptr ? calib.mask + s0 * calib.seqlen : nullptr;
+    y.resize(n * row);
+    block_forward<float>(b, w, calib.inputs + s0 * row, n, calib.seqlen, mask, &act, y.data(),
+                         pool);
+    for (int i : {kQProj, kKProj, kVProj}) add(i, act.h1, mask, tokens);
+    add(kOProj, act.attn, mask, tokens);
+    for (int i : {kGateProj, kUpProj}) add(i, act.h2, mask, tokens);
+    add(kDownProj, act.act, mask, tokens);
+  }
+  PerLinear<std::vector<float>> out;
+  for (int i = 0; i < kNumLinears; ++i) {
+    out[i].resize(sums[i].size());
+    for (size_t j = 0; j < sums[i].size(); ++j)
+      out[i][j] = static_cast<float>(sums[i][j] / static_cast<double>(calib.n_samples));
+  }
+  return out;
+}
+
 }  // namespace qs::quant

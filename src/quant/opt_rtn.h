@@ -5,8 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "core/status.h"
+#include "core/thread_pool.h"
 #include "formats/quantized_weight.h"
+#include "quant/block_tuner.h"
 
 namespace qs::quant {
 
@@ -20,5 +24,12 @@ namespace qs::quant {
 // wins. i = 0 is exactly RTN's scale, so the result is never worse than RTN on that error.
 formats::QuantizedWeight opt_rtn(const float* w, int64_t n, int64_t k, int bits, int64_t group_size,
                                  bool sym, const float* imatrix);
+
+// The imatrix of each of the block's linears (§1.5): per input channel, the sum over the real
+// tokens (calib.mask) of the linear's input squared, divided by n_samples. Runs the block with
+// its full-precision weights on calib.inputs (targets unused). [in_features] per linear.
+Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& block,
+                                                    const BlockCalibration& calib,
+                                                    ThreadPool& pool);
 
 }  // namespace qs::quant

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "formats/rtn.h"
+#include "quant/block.h"
 #include "quant/opt_rtn.h"
 
 namespace qs::quant {
@@ -68,6 +69,56 @@ TEST(QuantOptRtn, AsymIsMinMaxRtn) {
   EXPECT_EQ(opt.codes, rtn.codes);
   EXPECT_EQ(opt.scales, rtn.scales);
   EXPECT_EQ(opt.zeros, rtn.zeros);
+}
+
+// block_imatrix is sum over real tokens of each linear's input squared / n_samples: checked
+// for q_proj (whose input is the first RMSNorm's output, computed here directly) and for
+// down_proj against the saved SwiGLU product.
+TEST(QuantOptRtn, BlockImatrixSumsSquaredInputs) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  BlockTensors<float> b;
+  b.hidden = 16;
+  b.intermediate = 24;
+  b.n_heads = 2;
+  b.n_kv_heads = 1;
+  b.head_dim = 8;
+  b.attn_norm.assign(b.hidden, 1.0f);
+  b.mlp_norm.assign(b.hidden, 1.0f);
+  for (int i = 0; i < kNumLinears; ++i) {
+    b.w[i].resize(b.out_features(i) * b.in_features(i));
+    for (float& v : b.w[i]) v = 0.2f * normal(rng);
+  }
+  b.inv_freq = {1.0f, 0.1f, 0.01f, 0.001f};
+  const int64_t n_samples = 10, seqlen = 3, tokens = n_samples * seqlen;  // two chunks
+  std::vector<float> x(tokens * b.hidden);
+  for (float& v : x) v = normal(rng);
+  std::vector<uint8_t> mask(tokens, 1);
+  mask[4] = 0;
+  const BlockCalibration calib{x.data(), nullptr, mask.data(), nullptr, n_samples, seqlen};
+  ThreadPool pool(2);
+  auto im = block_imatrix(b, calib, pool);
+  ASSERT_TRUE(im.ok());
+  std::vector<double> want_q(b.hidden, 0.0), want_down(b.intermediate, 0.0);
+  BlockActivations<float> act;
+  std::vector<float> y(x.size());
+  PerLinear<const float*> w;
+  for (int i = 0; i < kNumLinears; ++i) w[i] = b.w[i].data();
+  block_forward<float>(b, w, x.data(), n_samples, seqlen, mask.data(), &act, y.data(), pool);
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (!mask[t]) continue;
+    double ss = 0;
+    for (int64_t j = 0; j < b.hidden; ++j) ss += double(x[t * b.hidden + j]) * x[t * b.hidden + j];
+    const double r = 1.0 / std::sqrt(ss / b.hidden + 1e-6);
+    for (int64_t j = 0; j < b.hidden; ++j) want_q[j] += std::pow(x[t * b.hidden + j] * r, 2);
+    for (int64_t j = 0; j < b.intermediate; ++j)
+      want_down[j] += std::pow(double(act.act[t * b.intermediate + j]), 2);
+  }
+  for (int64_t j = 0; j < b.hidden; ++j)
+    EXPECT_NEAR((*im)[kQProj][j], want_q[j] / n_samples, 1e-4 * want_q[j]);
+  EXPECT_EQ((*im)[kKProj], (*im)[kQProj]);
+  for (int64_t j = 0; j < b.intermediate; ++j)
+    EXPECT_NEAR((*im)[kDownProj][j], want_down[j] / n_samples, 1e-5 * want_down[j] + 1e-12);
 }
 
 }  // namespace
