@@ -211,7 +211,8 @@ void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* 
       T sum = 0;
       for (int64_t j = 0; j < cols; ++j)
         if (allowed(s, mask_row, i, j)) sum += std::exp(row[j] - mx);
-      l = mx + std::log(sum);
+      // sum >= 1 (the maximum contributes exp(0)); the max() only tells static analysers so.
+      l = mx + std::log(std::max(sum, T(1)));
       lse_out[i] = l;
     }
     for (int64_t j = 0; j < cols; ++j)
