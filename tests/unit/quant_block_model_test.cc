@@ -12,6 +12,7 @@
 #include "models/blocks.h"
 #include "ops/elementwise.h"
 #include "quant/block.h"
+#include "quant/block_tuner.h"
 
 namespace qs::quant {
 namespace {
@@ -135,6 +136,36 @@ TEST(QuantBlockModelCopy, RejectsMisshapenWeights) {
   ASSERT_FALSE(block.ok());
   EXPECT_NE(block.status().message().find("mlp.up_proj"), std::string::npos);
   EXPECT_NE(block.status().message().find("layer 3"), std::string::npos);
+}
+
+// The loaded-layer overload of tune_block copies the layer and tunes it; its errors name the
+// layer.
+TEST(QuantBlockModelCopy, TuneBlockOnLoadedLayer) {
+  const models::ModelConfig c = config_for(models::Family::kQwen3);
+  std::mt19937 rng(12);
+  models::DecoderLayerWeights layer = random_layer(c, rng);
+  ThreadPool pool(1);
+  const int64_t n_samples = 2, seqlen = 6;
+  const std::vector<float> x = random_floats(rng, n_samples * seqlen * c.hidden_size, -1, 1);
+  std::vector<float> y(x.size());
+  auto block = copy_block(layer, c, 0);
+  ASSERT_TRUE(block.ok());
+  BlockCalibration calib{x.data(), nullptr, nullptr, nullptr, n_samples, seqlen};
+  ASSERT_TRUE(block_output(*block, {}, calib, y.data(), pool).ok());
+  calib.targets = y.data();
+  PerLinear<formats::QuantScheme> schemes;
+  for (auto& s : schemes) s = {formats::Layout::kGptq, 4, 16, true};
+  TuneOptions opt;
+  opt.iters = 3;
+  auto r = tune_block(layer, c, 0, schemes, calib, opt, pool);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_GT(r->initial_loss, 0.0);
+  EXPECT_LE(r->best_loss, r->initial_loss);
+  for (const auto& w : r->weights) ASSERT_TRUE(w.has_value());
+  layer.attn.wk = random_weight(rng, 3, c.hidden_size);
+  auto bad = tune_block(layer, c, 7, schemes, calib, opt, pool);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("layer 7 self_attn.k_proj"), std::string::npos);
 }
 
 }  // namespace
