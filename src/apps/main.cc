@@ -23,6 +23,8 @@ const std::vector<Command> kCommands = {
      "write a random-weight checkpoint at a real model's shapes"},
     {"bench", qs::apps::cmd_bench,
      "benchmarks: `bench latency` (prefill/decode tokens/s, roofline)"},
+    {"quantize", qs::apps::cmd_quantize,
+     "quantize a checkpoint (auto-round flags; RTN with --iters 0 --disable_opt_rtn)"},
     {"eval", qs::apps::cmd_eval,
      "perplexity on held-out text; KL, top-1 agreement against a --reference"},
     {"import", qs::apps::cmd_import, "convert a llama2.c checkpoint into an HF directory"},
