@@ -7,6 +7,7 @@
 #include <map>
 
 #include "io/checkpoint.h"
+#include "quant/calibration.h"
 #include "quant/rtn_pack.h"
 #include "quant/staged_output.h"
 
@@ -49,12 +50,37 @@ std::string scheme_name(const io::IntQuantSpec& s) {
   return preset ? std::string(preset) + " (" + out + ")" : out;
 }
 
+// The tuned modes: calibration is drawn (and its problems reported) first; the tuner plugs in
+// here, at the one call site below, once it is merged.
+Status quantize_calibrated(const QuantizeOptions& o) {
+  QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(o.model_dir));
+  const std::string dataset = o.dataset.empty() ? default_calibration_dataset() : o.dataset;
+  QS_ASSIGN_OR_RETURN(std::vector<std::string> docs, read_calibration_documents(dataset));
+  CalibrationOptions c;
+  c.nsamples = o.nsamples;
+  c.seqlen = o.seqlen;
+  c.seed = o.seed;
+  QS_ASSIGN_OR_RETURN(CalibrationSet set, sample_calibration(*tokenizer, docs, c, dataset));
+  const std::string drawn = "calibration: " + std::to_string(set.samples.size()) + " samples x " +
+                            std::to_string(o.seqlen) + " tokens from " + dataset + " (" +
+                            std::to_string(set.n_whole) + " whole documents, " +
+                            std::to_string(set.n_concatenated) + " from concatenated ones); ";
+  if (o.iters > 0) {
+    return unimplemented(drawn + "AutoRound tuning (--iters " + std::to_string(o.iters) +
+                         ") is not built yet; run RTN with --iters 0 --disable_opt_rtn");
+  }
+  return unimplemented(drawn +
+                       "OPT-RTN (--iters 0 without --disable_opt_rtn) is not built yet; add "
+                       "--disable_opt_rtn for pure RTN");
+}
+
 }  // namespace
 
 Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& progress,
                                  const std::function<bool()>& cancelled) {
   const auto t0 = std::chrono::steady_clock::now();
   QS_RETURN_IF_ERROR(check_options(o));
+  if (o.iters > 0 || !o.disable_opt_rtn) return quantize_calibrated(o);
   const std::string src = o.model_dir;
   QS_ASSIGN_OR_RETURN(json config, io::read_json(src + "/config.json"));
   if (config.contains("quantization_config") || fs::exists(src + "/quantization_config.json")) {

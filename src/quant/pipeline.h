@@ -4,9 +4,9 @@
 // every planned linear through formats/ in the chosen export format, with the
 // quantization_config of §3.5 in config.json and in quantization_config.json. The output is
 // staged in a temporary directory beside the target and renamed into place only when
-// complete (staged_output.h). Calibration (calibration.h) and block capture (block_capture.h)
-// are what the AutoRound tuner and OPT-RTN consume; until they are merged those modes are
-// refused with a "not built yet" error before any work starts.
+// complete (staged_output.h). The tuned modes (AutoRound --iters > 0, OPT-RTN) draw their
+// calibration samples (calibration.h) and then stop with a "not built yet" error at the one
+// call site where the tuner plugs in; nothing is written.
 #pragma once
 
 #include <cstdint>
@@ -71,8 +71,8 @@ struct QuantPlan {
 Result<QuantPlan> plan_quantization(const QuantizeOptions& options,
                                     const models::ModelConfig& config);
 
-// Validates everything that does not need the model: scheme, the mode (what is not built yet
-// says so), the output location (exists without --overwrite; the source itself).
+// Validates everything that does not need the model: scheme, format, counts, the output
+// location (exists without --overwrite; the source itself).
 Status check_options(const QuantizeOptions& options);
 
 struct QuantizeSummary {

@@ -171,15 +171,6 @@ Status check_options(const QuantizeOptions& o) {
   if (o.nsamples < 1 || o.seqlen < 2 || o.batch_size < 1) {
     return invalid_argument("--nsamples, --batch_size must be >= 1 and --seqlen >= 2");
   }
-  if (o.iters > 0) {
-    return unimplemented("AutoRound tuning (--iters " + std::to_string(o.iters) +
-                         ") is not built yet; run RTN with --iters 0 --disable_opt_rtn");
-  }
-  if (!o.disable_opt_rtn) {
-    return unimplemented(
-        "OPT-RTN (--iters 0 without --disable_opt_rtn) is not built yet; "
-        "add --disable_opt_rtn for pure RTN");
-  }
   namespace fs = std::filesystem;
   if (o.output_dir.empty()) return invalid_argument("--output_dir is required");
   std::error_code ec;

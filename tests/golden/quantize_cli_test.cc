@@ -179,11 +179,29 @@ TEST_F(QuantizeCli, BadInputFailsCleanly) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--group_size 96 divides the input size of no layer"), std::string::npos)
       << r.output;
-  r = run("--iters 200");
+  // The tuned modes draw calibration from the shipped text, then stop: nothing is written.
+  const std::string stories = std::string(QS_SOURCE_DIR) + "/models/stories260K";
+  r = run_cli("quantize --model " + stories + " --output_dir " + out +
+              " --iters 200 --seqlen 256 --nsamples 32");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("not built yet"), std::string::npos) << r.output;
-  r = run("--iters 0");
+  EXPECT_NE(r.output.find("calibration: 32 samples x 256 tokens"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("AutoRound tuning (--iters 200) is not built yet"), std::string::npos);
+  r = run_cli("quantize --model " + stories + " --output_dir " + out + " --iters 0");
   EXPECT_NE(r.output.find("OPT-RTN"), std::string::npos) << r.output;
+  // Calibration input problems are reported as such.
+  r = run_cli("quantize --model " + stories + " --output_dir " + out + " --dataset " +
+              path("missing.txt"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find(path("missing.txt")), std::string::npos) << r.output;
+  std::ofstream(path("empty.jsonl")).flush();
+  r = run_cli("quantize --model " + stories + " --output_dir " + out + " --dataset " +
+              path("empty.jsonl"));
+  EXPECT_NE(r.output.find("holds no text"), std::string::npos) << r.output;
+  std::ofstream(path("short.txt")) << "Once upon a time.\nThe end.\n";
+  r = run_cli("quantize --model " + stories + " --output_dir " + out + " --dataset " +
+              path("short.txt") + " --seqlen 64");
+  EXPECT_NE(r.output.find("shorter than one calibration sample of 64 tokens"), std::string::npos)
+      << r.output;
   r = run(kRtn + " --scheme W5A16");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("unsupported scheme 'W5A16'"), std::string::npos) << r.output;
