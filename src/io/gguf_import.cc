@@ -179,9 +179,13 @@ Status import_gguf_weights(const GgufFile& g, const std::string& out_dir, DType 
   for (const GgufTensorInfo& t : g.tensors()) {
     const std::string name = gguf_llama_hf_name(t.name);
     if (name.empty()) {
-      // rope_freqs holds llama3 RoPE factors HF derives from config; anything else unnamed
-      // would be silently lost, so it is an error.
-      if (t.name == "rope_freqs.weight") continue;
+      // rope_freqs holds Llama-3.1-style RoPE factors that HF derives from a rope_scaling
+      // block GGUF does not keep; importing without them would silently change RoPE.
+      if (t.name == "rope_freqs.weight") {
+        return unimplemented(g.path() +
+                             ": rope_freqs.weight (llama3 RoPE scaling) is not "
+                             "supported by the importer");
+      }
       return unimplemented(g.path() + ": tensor '" + t.name + "' has no HF Llama counterpart");
     }
     auto it = expected.find(name);

@@ -23,7 +23,7 @@ namespace qs::io {
 Result<nlohmann::json> gguf_llama_hf_config(const GgufFile& gguf, DType dtype);
 
 // The HF name of a GGUF llama tensor ("blk.3.attn_q.weight" -> "model.layers.3.self_attn.
-// q_proj.weight"), or "" when it has none (e.g. rope_freqs, which HF recomputes).
+// q_proj.weight"), or "" when it has none (rope_freqs.weight, refused by the importer).
 std::string gguf_llama_hf_name(const std::string& gguf_name);
 
 // Writes config.json, generation_config.json and model.safetensors of `gguf` into `out_dir`

@@ -106,6 +106,13 @@ void expect_vocab_fixtures(const std::string& stem) {
   auto gguf = io::GgufFile::open(base);
   ASSERT_TRUE(gguf.ok()) << gguf.status().to_string();
   const fs::path out = temp_dir("vocab");
+  // Vocabulary-only files have no weights to import: an error naming why, nothing written.
+  Status weights = io::import_gguf_weights(*gguf, out.string(), DType::kBF16);
+  EXPECT_FALSE(weights.ok());
+  EXPECT_TRUE(weights.message().find("only 'llama'") != std::string::npos ||
+              weights.message().find("no tensor 'token_embd.weight'") != std::string::npos)
+      << weights.message();
+  EXPECT_FALSE(fs::exists(out / "model.safetensors"));
   ASSERT_TRUE(tok::import_gguf_tokenizer(*gguf, out.string()).ok());
   auto tok = tok::load_tokenizer(out.string());
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
