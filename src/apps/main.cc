@@ -25,6 +25,10 @@ const std::vector<Command> kCommands = {
     {"bench", qs::apps::cmd_bench,
      "benchmarks: `bench latency` (prefill/decode tokens/s, roofline), `bench serve` "
      "(vLLM's serving client), `bench throughput` (offline)"},
+    {"quantize", qs::apps::cmd_quantize,
+     "quantize a checkpoint (auto-round flags; RTN with --iters 0 --disable_opt_rtn)"},
+    {"eval", qs::apps::cmd_eval,
+     "perplexity on held-out text; KL, top-1 agreement against a --reference"},
     {"import", qs::apps::cmd_import, "convert a llama2.c checkpoint into an HF directory"},
 };
 
