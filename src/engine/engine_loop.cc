@@ -92,13 +92,15 @@ void EngineLoop::run() {
     }
     for (const std::string& id : aborts) engine_->abort(id);
     if (stopping && abort_in_flight) engine_->abort_all();
-    if (engine_->has_unfinished()) {
-      for (const RequestOutput& out : engine_->step()) deliver(out);
-    }
+    std::vector<RequestOutput> outputs;
+    if (engine_->has_unfinished()) outputs = engine_->step();
+    // Stats first: a caller woken by a request's final output then reads stats that already
+    // count it (and its freed blocks), never the step before.
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_ = engine_->stats();
     }
+    for (const RequestOutput& out : outputs) deliver(out);
     if (stopping && !engine_->has_unfinished()) break;
   }
 }

@@ -44,7 +44,7 @@ class EngineLoop {
   // its callback gets a final "abort" output. Safe at any time, from any thread, for any
   // id (unknown or finished ids are ignored).
   void abort(const std::string& id);
-  // The stats as of the last step.
+  // The stats as of the last step, published before that step's outputs are delivered.
   EngineStats stats() const;
   // Stops accepting requests, then aborts the unfinished ones (abort_in_flight) or lets them
   // finish, and joins the engine thread. Idempotent; not from inside a callback.
