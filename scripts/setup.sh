@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config git nlohmann-json3-dev libpcre2-dev libopenblas-dev
-          libgtest-dev libgmock-dev libbenchmark-dev clang-format clang)
+          libgtest-dev libgmock-dev libbenchmark-dev clang-format clang libcpp-httplib-dev
+          python3-venv)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

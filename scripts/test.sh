@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the release build runs all suites (unit, kernels,
-# golden, fuzz replays); a second build with AddressSanitizer + UndefinedBehaviorSanitizer
-# runs them all again, golden suites and the generation loop included; then the fuzzers
-# replay their seeds and findings and run briefly (scripts/fuzz.sh --ci). Exits non-zero on
-# any failure.
+# golden, fuzz replays) and the end-to-end server tests (pytest, tests/server); a second build
+# with AddressSanitizer + UndefinedBehaviorSanitizer runs the C++ suites again, golden suites
+# and the generation loop included; then the fuzzers replay their seeds and findings and run
+# briefly (scripts/fuzz.sh --ci). Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
@@ -12,6 +12,20 @@ scripts/setup.sh --all
 # House style: the tree is clang-format clean (.clang-format, clang-format 14 from Debian).
 git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
 ctest --test-dir build --output-on-failure -j"$jobs"
+
+# End-to-end tests (tests/server): build/quantserve serve on 127.0.0.1 driven by the openai
+# client and raw HTTP, and bench serve against a fake OpenAI server. Their pinned packages
+# (every tests/server/requirements*.txt) live in .venv, since Debian's pip refuses system-wide
+# installs; it is rebuilt only when those files change.
+cat tests/server/requirements*.txt >/tmp/qs-server-requirements.$$
+if ! cmp -s /tmp/qs-server-requirements.$$ .venv/requirements.txt; then
+  rm -rf .venv
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r /tmp/qs-server-requirements.$$
+  cp /tmp/qs-server-requirements.$$ .venv/requirements.txt
+fi
+rm -f /tmp/qs-server-requirements.$$
+QS_BINARY="$PWD/build/quantserve" .venv/bin/python -m pytest -q -p no:cacheprovider tests/server
 
 # Release flags (no -g) keep this build quick; sanitizer reports still name functions.
 # The golden suites run here too: they drive the generation loop and the CLI end to end.

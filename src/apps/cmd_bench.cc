@@ -12,10 +12,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/bench_commands.h"
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
-#include "engine/kv_cache.h"
+#include "engine/engine.h"
+#include "engine/memory_budget.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
 #include "ops/platform.h"
@@ -58,31 +60,22 @@ Result<std::vector<int>> parse_int_list(const std::string& s, const std::string&
   return out;
 }
 
-// One pp or tg measurement: a fresh sequence, then `n_tokens` new tokens either in one
-// forward (prefill) or one token per forward (decode). Returns seconds.
-Result<double> run_once(const models::Model& model, engine::KvCache& kv, ThreadPool& pool,
-                        const std::vector<int32_t>& tokens, bool prefill) {
-  constexpr int64_t kSeq = 0;
-  kv.release(kSeq);
-  QS_RETURN_IF_ERROR(kv.reserve(kSeq, static_cast<int64_t>(tokens.size())));
-  std::vector<float> logits;
-  models::ForwardBatch batch;
+// One pp or tg measurement through the engine, as one request with greedy sampling: a prefill
+// is a prompt of `tokens` and one sampled token (one forward); a decode is a one-token prompt
+// and tokens.size() sampled tokens, one forward each. Returns seconds.
+Result<double> run_once(engine::Engine& engine, const std::vector<int32_t>& tokens, bool prefill) {
+  engine::EngineRequest request;
+  request.id = "bench";
+  request.prompt_ids = prefill ? tokens : std::vector<int32_t>{tokens[0]};
+  request.params.temperature = 0.0f;
+  request.params.ignore_eos = true;
+  request.params.max_tokens = prefill ? 1 : static_cast<int32_t>(tokens.size());
   const double t0 = now_seconds();
-  if (prefill) {
-    batch.token_ids = tokens;
-    batch.seqs = {
-        ops::AttentionSeq{0, static_cast<int64_t>(tokens.size()), 0, kv.block_table(kSeq)}};
-    QS_RETURN_IF_ERROR(model.forward(batch, kv.layers(), pool, &logits));
-  } else {
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      batch.token_ids = {tokens[i]};
-      batch.seqs = {ops::AttentionSeq{0, 1, static_cast<int64_t>(i), kv.block_table(kSeq)}};
-      QS_RETURN_IF_ERROR(model.forward(batch, kv.layers(), pool, &logits));
-    }
+  QS_RETURN_IF_ERROR(engine.add_request(std::move(request)));
+  while (engine.has_unfinished()) {
+    for (const engine::RequestOutput& out : engine.step()) QS_RETURN_IF_ERROR(out.error);
   }
-  const double dt = now_seconds() - t0;
-  kv.release(kSeq);
-  return dt;
+  return now_seconds() - t0;
 }
 
 Status bench_latency(const Flags& flags) {
@@ -123,12 +116,14 @@ Status bench_latency(const Flags& flags) {
                         " exceeds max_position_embeddings " +
                         std::to_string(cfg.max_position_embeddings));
   }
-  engine::KvCacheConfig kv_cfg;
-  kv_cfg.n_layers = cfg.n_layers;
-  kv_cfg.n_kv_heads = cfg.n_kv_heads;
-  kv_cfg.head_dim = cfg.head_dim;
-  kv_cfg.n_blocks = (max_tokens + kv_cfg.block_size - 1) / kv_cfg.block_size + 1;
-  engine::KvCache kv(kv_cfg);
+  // Room for the longest test plus its sampled token; no prefix caching, so that repetitions
+  // compute everything, and one forward for the whole prompt.
+  engine::EngineConfig engine_cfg;
+  engine_cfg.max_model_len = max_tokens + 1;
+  engine_cfg.max_num_batched_tokens = std::max<int64_t>(max_tokens, 1);
+  engine_cfg.enable_prefix_caching = false;
+  QS_ASSIGN_OR_RETURN(engine_cfg.kv_cache_bytes,
+                      engine::kv_cache_bytes_for_tokens(cfg, engine_cfg.max_model_len));
 
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> token_dist(0, static_cast<int32_t>(cfg.vocab_size - 1));
@@ -147,6 +142,8 @@ Status bench_latency(const Flags& flags) {
                "|---|---:|---:|---|---:|---:|\n");
   for (int threads : threads_list) {
     ThreadPool pool(threads == 0 ? ThreadPool::default_threads() : threads);
+    QS_ASSIGN_OR_RETURN(
+        auto engine, engine::Engine::create(*model, /*tokenizer=*/nullptr, {}, pool, engine_cfg));
     struct Test {
       std::string name;
       int n;
@@ -160,13 +157,12 @@ Status bench_latency(const Flags& flags) {
     for (const Test& test : tests) {
       // Warm-up: pages the weights in and settles the thread pool.
       QS_RETURN_IF_ERROR(
-          run_once(*model, kv, pool, random_tokens(std::min(test.n, 16)), test.prefill).status());
+          run_once(*engine, random_tokens(std::min(test.n, 16)), test.prefill).status());
       const double bw_before =
           roofline && !test.prefill ? ops::measure_read_bandwidth_gbs(pool, size_t{1} << 29, 3) : 0;
       std::vector<double> tps;
       for (int64_t r = 0; r < reps; ++r) {
-        QS_ASSIGN_OR_RETURN(double dt,
-                            run_once(*model, kv, pool, random_tokens(test.n), test.prefill));
+        QS_ASSIGN_OR_RETURN(double dt, run_once(*engine, random_tokens(test.n), test.prefill));
         tps.push_back(test.n / dt);
       }
       const double bw_after =
@@ -218,14 +214,19 @@ Status bench_latency(const Flags& flags) {
 
 int cmd_bench(const Args& args) {
   const std::string usage_text =
-      "usage: quantserve bench latency --model DIR [options]\n\n"
-      "`bench latency` times prefill (ppN) and decode (tgN) of one sequence, llama-bench style.\n";
+      "usage: quantserve bench latency|serve|throughput [options]\n\n"
+      "`bench latency` times prefill (ppN) and decode (tgN) of one sequence, llama-bench style.\n"
+      "`bench serve` is vLLM's serving benchmark client against an OpenAI-compatible server.\n"
+      "`bench throughput` is vLLM's offline throughput benchmark on the in-process engine.\n";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::printf("%s", usage_text.c_str());
     return args.empty() ? 2 : 0;
   }
+  if (args[0] == "serve") return bench_serve(Args(args.begin() + 1, args.end()));
+  if (args[0] == "throughput") return bench_throughput(Args(args.begin() + 1, args.end()));
   if (args[0] != "latency") {
-    std::fprintf(stderr, "bench: unknown benchmark '%s' (known: latency)\n", args[0].c_str());
+    std::fprintf(stderr, "bench: unknown benchmark '%s' (known: latency, serve, throughput)\n",
+                 args[0].c_str());
     return 2;
   }
   Flags flags;

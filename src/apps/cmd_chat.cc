@@ -13,7 +13,9 @@
 #include "apps/flags.h"
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
-#include "engine/generator.h"
+#include "core/log.h"
+#include "engine/engine.h"
+#include "engine/memory_budget.h"
 #include "io/generation_config.h"
 #include "models/model.h"
 #include "tokenizer/chat_template.h"
@@ -29,12 +31,13 @@ constexpr int64_t kDefaultMaxTokens = 512;
 struct Session {
   const tok::Tokenizer& tokenizer;
   const tok::ChatTemplate& chat_template;
-  engine::Generator& generator;
+  engine::Engine& engine;  // lives across turns: each turn's prompt hits the prefix cache
   const SamplingParams& params;
   const nlohmann::ordered_json& template_kwargs;
   bool verbose_prompt;
   bool stats;
   nlohmann::ordered_json messages;  // [{role, content}], the system message first if any
+  int64_t n_turns = 0;
 };
 
 // One user turn: render, generate with the reply streamed to stdout, keep the reply. A turn
@@ -48,30 +51,41 @@ Status run_turn(Session& s, const std::string& user_text) {
                                              /*add_generation_prompt=*/true, s.template_kwargs));
   if (s.verbose_prompt)
     std::fprintf(stderr, "[chat] prompt:\n%s\n[chat] end of prompt\n", prompt.c_str());
-  engine::GenerationRequest request;
+  engine::EngineRequest request;
+  request.id = "turn-" + std::to_string(++s.n_turns);
   // As apply_chat_template: the template writes any BOS itself.
   request.prompt_ids = s.tokenizer.encode(prompt, /*add_special_tokens=*/false);
   if (request.prompt_ids.empty()) {
     return invalid_argument("the chat template rendered an empty prompt");
   }
   request.params = s.params;
+  const size_t prompt_len = request.prompt_ids.size();
   const auto start = std::chrono::steady_clock::now();
-  auto results = s.generator.generate({request}, [](size_t, const StepOutput& step) {
-    std::fwrite(step.text.data(), 1, step.text.size(), stdout);
-    std::fflush(stdout);
-  });
-  if (!results.ok()) return results.status();
+  QS_RETURN_IF_ERROR(s.engine.add_request(std::move(request)));
+  std::string reply;
+  size_t n_generated = 0;
+  std::string finish_reason;
+  Status failed;
+  while (s.engine.has_unfinished()) {
+    for (const engine::RequestOutput& out : s.engine.step()) {
+      if (!out.error.ok()) failed = out.error;
+      n_generated += out.new_token_ids.size();
+      reply += out.new_text;
+      std::fwrite(out.new_text.data(), 1, out.new_text.size(), stdout);
+      std::fflush(stdout);
+      if (out.finished) finish_reason = out.finish_reason;
+    }
+  }
+  QS_RETURN_IF_ERROR(failed);
   std::fputc('\n', stdout);
   std::fflush(stdout);
-  const engine::GenerationResult& reply = (*results)[0];
   if (s.stats) {
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "[chat] prompt %zu tokens | %zu generated in %.2f s | finish: %s\n",
-                 request.prompt_ids.size(), reply.output_ids.size(), secs,
-                 reply.finish_reason.c_str());
+                 prompt_len, n_generated, secs, finish_reason.c_str());
   }
-  messages.push_back({{"role", "assistant"}, {"content", reply.text}});
+  messages.push_back({{"role", "assistant"}, {"content", reply}});
   s.messages = std::move(messages);
   return ok_status();
 }
@@ -110,11 +124,27 @@ Status run(const Flags& flags) {
 
   const std::vector<int32_t> eos = merged_eos_ids(model->config(), gen, *tokenizer);
 
+  // The engine lives for the whole conversation, sized for one request of the model's
+  // context, or of what half the free memory holds if that is less.
+  engine::EngineConfig config;
+  config.max_model_len = model->config().max_position_embeddings;
+  const int64_t token_bytes = engine::kv_cache_bytes_per_token(model->config());
+  QS_ASSIGN_OR_RETURN(int64_t budget, engine::kv_cache_bytes_from_memory_fraction(0.5));
+  const int64_t max_tokens_in_budget = budget / token_bytes / config.block_size * config.block_size;
+  if (max_tokens_in_budget < config.max_model_len) {
+    QS_LOG_WARN("chat: the context is limited to %lld tokens (half the free memory)",
+                static_cast<long long>(max_tokens_in_budget));
+    config.max_model_len = max_tokens_in_budget;
+  }
+  QS_ASSIGN_OR_RETURN(
+      config.kv_cache_bytes,
+      engine::kv_cache_bytes_for_tokens(model->config(), config.max_model_len, config.block_size));
   ThreadPool pool(static_cast<int>(threads));
-  engine::Generator generator(*model, *tokenizer, eos, pool);
+  QS_ASSIGN_OR_RETURN(auto engine,
+                      engine::Engine::create(*model, tokenizer.get(), eos, pool, config));
   Session session{*tokenizer,
                   chat_template,
-                  generator,
+                  *engine,
                   params,
                   template_kwargs,
                   flags.get_bool("verbose-prompt"),

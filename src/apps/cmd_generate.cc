@@ -2,6 +2,7 @@
 // streamed to stdout as it is generated (stdout holds the completion and nothing else);
 // load time and speeds go to stderr. Sampling defaults come from the checkpoint's
 // generation_config.json where the flags are absent, as vLLM does.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -11,7 +12,8 @@
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
 #include "core/mmap_file.h"
-#include "engine/generator.h"
+#include "engine/engine.h"
+#include "engine/memory_budget.h"
 #include "io/generation_config.h"
 #include "models/model.h"
 #include "tokenizer/chat_template.h"
@@ -52,7 +54,8 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));
   const double load_s = seconds_since(load_start);
 
-  engine::GenerationRequest request;
+  engine::EngineRequest request;
+  request.id = "generate";
   QS_RETURN_IF_ERROR(sampling_params_from_flags(flags, gen, kDefaultMaxTokens, &request.params));
   request.params.ignore_eos = flags.get_bool("ignore-eos");
   QS_ASSIGN_OR_RETURN(const std::string prompt, prompt_from_flags(flags));
@@ -73,7 +76,7 @@ Status run(const Flags& flags) {
   }
 
   const std::vector<int32_t> eos = merged_eos_ids(model->config(), gen, *tokenizer);
-  // The generator stops at the end of the context; say so up front rather than only in the
+  // The engine stops at the end of the context; say so up front rather than only in the
   // finish reason.
   const int64_t room =
       model->config().max_position_embeddings - static_cast<int64_t>(request.prompt_ids.size());
@@ -86,22 +89,41 @@ Status run(const Flags& flags) {
     request.params.max_tokens = static_cast<int32_t>(room);
   }
 
+  // One request: the cache holds exactly its prompt and max_tokens (within the context).
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt_ids.size());
+  engine::EngineConfig config;
+  config.max_model_len = std::min<int64_t>(model->config().max_position_embeddings,
+                                           prompt_len + request.params.max_tokens);
+  QS_ASSIGN_OR_RETURN(
+      config.kv_cache_bytes,
+      engine::kv_cache_bytes_for_tokens(model->config(), config.max_model_len, config.block_size));
   ThreadPool pool(static_cast<int>(threads));
-  engine::Generator generator(*model, *tokenizer, eos, pool);
-  auto results = generator.generate({request}, [](size_t, const StepOutput& step) {
-    std::fwrite(step.text.data(), 1, step.text.size(), stdout);
-    std::fflush(stdout);
-  });
-  if (!results.ok()) return results.status();
-  const engine::GenerationStats& st = generator.stats();
+  QS_ASSIGN_OR_RETURN(auto engine,
+                      engine::Engine::create(*model, tokenizer.get(), eos, pool, config));
+  QS_RETURN_IF_ERROR(engine->add_request(std::move(request)));
+
+  const auto start = std::chrono::steady_clock::now();
+  double prefill_s = 0;
+  int64_t generated = 0;
+  std::string finish_reason;
+  while (engine->has_unfinished()) {
+    for (const engine::RequestOutput& out : engine->step()) {
+      if (!out.error.ok()) return out.error;
+      if (generated == 0 && !out.new_token_ids.empty()) prefill_s = seconds_since(start);
+      generated += static_cast<int64_t>(out.new_token_ids.size());
+      std::fwrite(out.new_text.data(), 1, out.new_text.size(), stdout);
+      std::fflush(stdout);
+      if (out.finished) finish_reason = out.finish_reason;
+    }
+  }
+  const double decode_s = seconds_since(start) - prefill_s;
   std::fprintf(stderr,
                "\n[generate] load %.2f s | prompt %lld tokens, %.1f tok/s | %lld generated, "
                "%.1f tok/s | finish: %s | %d threads\n",
-               load_s, static_cast<long long>(st.prompt_tokens),
-               st.prefill_seconds > 0 ? st.prompt_tokens / st.prefill_seconds : 0.0,
-               static_cast<long long>(st.generated_tokens),
-               st.decode_seconds > 0 ? (st.generated_tokens - 1) / st.decode_seconds : 0.0,
-               (*results)[0].finish_reason.c_str(), static_cast<int>(threads));
+               load_s, static_cast<long long>(prompt_len),
+               prefill_s > 0 ? prompt_len / prefill_s : 0.0, static_cast<long long>(generated),
+               decode_s > 0 ? (generated - 1) / decode_s : 0.0, finish_reason.c_str(),
+               static_cast<int>(threads));
   return ok_status();
 }
 

@@ -1,19 +1,25 @@
-// apps: `quantserve import llama2c --checkpoint X.bin [--tokenizer tok.bin] --out DIR`:
-// converts a foreign checkpoint into the HF directory layout every other command reads.
+// apps: `quantserve import llama2c --checkpoint X.bin [--tokenizer tok.bin] --out DIR` and
+// `quantserve import gguf --gguf FILE --out DIR [--dtype bf16|f32]`: convert a foreign
+// checkpoint into the HF directory layout every other command reads.
 #include <cstdio>
 #include <string>
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "io/gguf_import.h"
 #include "io/llama2c_import.h"
+#include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
 namespace qs::apps {
 namespace {
 
-constexpr const char* kUsageName = "import llama2c";
+constexpr const char* kUsageName = "import llama2c|gguf";
 
 Status import_llama2c(const Flags& flags) {
+  if (!flags.has("checkpoint") || !flags.has("out")) {
+    return invalid_argument("--checkpoint and --out are required");
+  }
   const std::string out = flags.get("out");
   QS_RETURN_IF_ERROR(io::import_llama2c_weights(flags.get("checkpoint"), out));
   if (flags.has("tokenizer")) {
@@ -22,34 +28,64 @@ Status import_llama2c(const Flags& flags) {
   return ok_status();
 }
 
+Status import_gguf(const Flags& flags) {
+  QS_ASSIGN_OR_RETURN(io::GgufFile gguf, io::GgufFile::open(flags.get("gguf")));
+  const std::string dtype = flags.get("dtype");
+  QS_RETURN_IF_ERROR(
+      io::import_gguf_weights(gguf, flags.get("out"), dtype == "f32" ? DType::kF32 : DType::kBF16));
+  return tok::import_gguf_tokenizer(gguf, flags.get("out"));
+}
+
+// Flag problems found before anything is read: usage errors (exit 2).
+Status check(const Flags& flags) {
+  if (flags.positionals().size() != 1) {
+    return invalid_argument("expected the source format: 'llama2c' or 'gguf'");
+  }
+  const std::string& format = flags.positionals()[0];
+  if (format == "llama2c") {
+    if (!flags.has("checkpoint") || !flags.has("out")) {
+      return invalid_argument("--checkpoint and --out are required");
+    }
+    return ok_status();
+  }
+  if (format != "gguf") {
+    return invalid_argument("unknown source format '" + format + "' (llama2c and gguf are known)");
+  }
+  if (!flags.has("gguf") || !flags.has("out"))
+    return invalid_argument("--gguf and --out are required");
+  if (flags.get("dtype") != "bf16" && flags.get("dtype") != "f32") {
+    return invalid_argument("--dtype must be bf16 or f32, got '" + flags.get("dtype") + "'");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 int cmd_import(const Args& args) {
   Flags flags;
-  flags.add("checkpoint", "llama2.c legacy .bin weights (e.g. stories260K.bin)")
-      .add("tokenizer", "llama2.c tokenizer .bin (e.g. tok512.bin); omitted: weights only")
+  flags.add("checkpoint", "llama2c: legacy .bin weights (e.g. stories260K.bin)")
+      .add("tokenizer", "llama2c: tokenizer .bin (e.g. tok512.bin); omitted: weights only")
+      .add("gguf", "gguf: a Llama-architecture .gguf (F32/F16/BF16/Q4_0/Q4_1/Q8_0/Q4_K/Q6_K)")
+      .add("dtype", "gguf: dtype of the written weights, bf16 or f32", false, "bf16")
       .add("out", "output directory (created if needed)");
   Status s = flags.parse(args);
   if (s.ok() && flags.help_requested()) {
     std::printf("%s", flags.usage(kUsageName).c_str());
     return 0;
   }
-  if (s.ok() && (flags.positionals().size() != 1 || flags.positionals()[0] != "llama2c")) {
-    s = invalid_argument("expected the source format 'llama2c' (the only one supported)");
-  }
-  if (s.ok() && (!flags.has("checkpoint") || !flags.has("out"))) {
-    s = invalid_argument("--checkpoint and --out are required");
-  }
+  if (s.ok()) s = check(flags);
   if (!s.ok()) {
     std::fprintf(stderr, "quantserve import: %s\n\n%s", s.message().c_str(),
                  flags.usage(kUsageName).c_str());
     return 2;
   }
-  if (s = import_llama2c(flags); !s.ok()) {
+  const bool gguf = flags.positionals()[0] == "gguf";
+  if (s = gguf ? import_gguf(flags) : import_llama2c(flags); !s.ok()) {
     std::fprintf(stderr, "quantserve import: %s\n", s.message().c_str());
     return 1;
   }
-  std::printf("imported %s into %s\n", flags.get("checkpoint").c_str(), flags.get("out").c_str());
+  std::printf("imported %s into %s\n", flags.get(gguf ? "gguf" : "checkpoint").c_str(),
+              flags.get("out").c_str());
   return 0;
 }
 

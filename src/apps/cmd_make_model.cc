@@ -14,13 +14,12 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
-#include "formats/layouts.h"
-#include "formats/rtn.h"
 #include "io/checkpoint.h"
 #include "io/quant_config.h"
 #include "io/quant_export.h"
 #include "models/model_config.h"
 #include "models/model_presets.h"
+#include "quant/rtn_pack.h"
 
 namespace qs::apps {
 namespace {
@@ -129,37 +128,6 @@ Result<std::optional<QuantPlan>> plan_quantization(const Flags& flags,
   return std::optional<QuantPlan>(std::move(plan));
 }
 
-// `values` [n, k] RTN-quantized under `scheme` and packed in its layout, as the tensors
-// "<module>.<suffix>". The packed form is decoded again and must give back exactly what was
-// quantized: a layout that cannot hold a value (GPTQ v1 has no zero point 0) is an error, not a
-// silently different checkpoint.
-Status quantize_linear(const std::string& module, const formats::QuantScheme& scheme,
-                       io::ExportFormat format, const std::vector<float>& values, int64_t n,
-                       int64_t k, std::vector<std::pair<std::string, Tensor>>* out) {
-  formats::QuantizedWeight w =
-      formats::rtn_quantize(values.data(), n, k, scheme.bits, scheme.group_size, scheme.sym);
-  if (format == io::ExportFormat::kAutoGptq) {
-    // auto_gptq exports carry the trivial g_idx (autoround.md §3.2).
-    w.g_idx.resize(k);
-    for (int64_t c = 0; c < k; ++c) w.g_idx[c] = static_cast<int32_t>(c / w.group_size);
-  }
-  Result<formats::StoredTensors> packed = formats::layout_def(scheme.layout).pack(scheme, w);
-  if (!packed.ok()) {
-    return packed.status().with_context(module + " [" + std::to_string(n) + ", " +
-                                        std::to_string(k) + "] as " + scheme.describe());
-  }
-  formats::StoredTensors stored = std::move(*packed);
-  QS_ASSIGN_OR_RETURN(formats::QuantizedWeight back, formats::unpack(module, scheme, stored, n, k));
-  if (back.codes != w.codes || back.zeros != w.zeros || back.scales != w.scales) {
-    return invalid_argument(module + ": " + io::export_format_name(format) + " (" +
-                            scheme.describe() +
-                            ") cannot store this layer's RTN result exactly (e.g. a zero point "
-                            "of 0 under GPTQ v1's zero-1); choose another --format");
-  }
-  for (auto& [suffix, tensor] : stored) out->emplace_back(module + "." + suffix, std::move(tensor));
-  return ok_status();
-}
-
 Status make_model(const Flags& flags) {
   nlohmann::json config;
   if (flags.has("like") == flags.has("config")) {
@@ -210,8 +178,8 @@ Status make_model(const Flags& flags) {
                               (quantize ? "quantized" : "kept 16-bit"));
       }
       if (quantize) {
-        QS_RETURN_IF_ERROR(quantize_linear(module, scheme, plan->format, t.to_f32(), spec.shape[0],
-                                           spec.shape[1], &tensors));
+        QS_RETURN_IF_ERROR(quant::rtn_quantize_and_pack(module, scheme, plan->format, t.to_f32(),
+                                                        spec.shape[0], spec.shape[1], &tensors));
         ++n_quantized;
         continue;
       }

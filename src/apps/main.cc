@@ -19,11 +19,17 @@ struct Command {
 const std::vector<Command> kCommands = {
     {"generate", qs::apps::cmd_generate, "complete one prompt, streamed to stdout"},
     {"chat", qs::apps::cmd_chat, "interactive conversation in the model's chat template"},
+    {"serve", qs::apps::cmd_serve, "OpenAI-compatible HTTP server (vLLM's endpoints and flags)"},
     {"inspect", qs::apps::cmd_inspect, "summarize a checkpoint directory (--json available)"},
     {"make-model", qs::apps::cmd_make_model,
      "write a random-weight checkpoint at a real model's shapes"},
     {"bench", qs::apps::cmd_bench,
-     "benchmarks: `bench latency` (prefill/decode tokens/s, roofline)"},
+     "benchmarks: `bench latency` (prefill/decode tokens/s, roofline), `bench serve` "
+     "(vLLM's serving client), `bench throughput` (offline)"},
+    {"quantize", qs::apps::cmd_quantize,
+     "quantize a checkpoint (auto-round flags; RTN with --iters 0 --disable_opt_rtn)"},
+    {"eval", qs::apps::cmd_eval,
+     "perplexity on held-out text; KL, top-1 agreement against a --reference"},
     {"import", qs::apps::cmd_import, "convert a llama2.c checkpoint into an HF directory"},
 };
 

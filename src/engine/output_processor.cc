@@ -20,7 +20,9 @@ OutputProcessor::OutputProcessor(const tok::Tokenizer& tokenizer, const Sampling
 StepOutput OutputProcessor::append(int32_t token) {
   QS_CHECK_MSG(!finished_, "OutputProcessor::append after the request finished");
   output_ids_.push_back(token);
-  const bool stop_token = stop_checker_.stops_on(token);
+  // vLLM checks no stop condition, token or string, before min_tokens.
+  can_stop_ = static_cast<int64_t>(output_ids_.size()) >= params_.min_tokens;
+  const bool stop_token = can_stop_ && stop_checker_.stops_on(token);
   std::string piece;
   // vLLM leaves a stop token out of the text unless the stop is to be kept in the output.
   if (!stop_token || params_.include_stop_str_in_output) piece = detokenizer_.append(token);
@@ -32,7 +34,9 @@ StepOutput OutputProcessor::append(int32_t token) {
     reason = "length";
   }
   if (!reason.empty()) piece += detokenizer_.flush();
-  return commit(piece, std::move(reason));
+  StepOutput out = commit(piece, std::move(reason));
+  out.token = token;
+  return out;
 }
 
 StepOutput OutputProcessor::finish(const std::string& reason) {
@@ -43,7 +47,7 @@ StepOutput OutputProcessor::finish(const std::string& reason) {
 
 StepOutput OutputProcessor::commit(const std::string& piece, std::string reason) {
   text_ += piece;
-  if (auto match = stop_checker_.find_stop_string(text_, piece.size())) {
+  if (auto match = can_stop_ ? stop_checker_.find_stop_string(text_, piece.size()) : std::nullopt) {
     // Text that could become a stop string was held back, so the cut never reaches into
     // text already streamed.
     QS_CHECK(match->text_end >= n_streamed_);
@@ -61,6 +65,8 @@ StepOutput OutputProcessor::commit(const std::string& piece, std::string reason)
     finish_reason_ = reason;
     out.finished = true;
     out.finish_reason = std::move(reason);
+    out.stop_token_id = stop_token_id_;
+    out.stop_string = stop_string_;
   }
   out.text = text_.substr(n_streamed_, end - n_streamed_);
   n_streamed_ = end;

@@ -17,9 +17,13 @@
 namespace qs {
 
 struct StepOutput {
-  std::string text;  // newly final text; may be empty
+  int32_t token = -1;  // the token append() added; -1 for finish()
+  std::string text;    // newly final text; may be empty
   bool finished = false;
   std::string finish_reason;  // "stop" | "length" once finished (or finish()'s reason)
+  // On the finishing step, vLLM's stop_reason (see stop_token_id() / stop_string() below).
+  std::optional<int32_t> stop_token_id;
+  std::optional<std::string> stop_string;
 };
 
 class OutputProcessor {
@@ -61,6 +65,7 @@ class OutputProcessor {
   std::string text_;
   size_t n_streamed_ = 0;  // bytes of text_ already returned
   bool finished_ = false;
+  bool can_stop_ = true;  // min_tokens reached
   std::string finish_reason_;
   std::optional<int32_t> stop_token_id_;
   std::optional<std::string> stop_string_;

@@ -63,6 +63,12 @@ Status SamplingParams::validate(int64_t vocab_size) const {
   if (max_tokens < 1)
     return invalid_argument("max_tokens must be at least 1, got " + std::to_string(max_tokens) +
                             ".");
+  if (min_tokens < 0 || min_tokens > max_tokens)
+    return invalid_argument("min_tokens must be in [0, max_tokens=" + std::to_string(max_tokens) +
+                            "], got " + std::to_string(min_tokens) + ".");
+  if (logprobs && (*logprobs < 0 || *logprobs > kMaxLogprobs))
+    return invalid_argument("logprobs must be in [0, " + std::to_string(kMaxLogprobs) + "], got " +
+                            std::to_string(*logprobs) + ".");
   for (const auto& s : stop) {
     if (s.empty()) return invalid_argument("stop cannot contain an empty string.");
   }

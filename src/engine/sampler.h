@@ -31,11 +31,21 @@ struct SamplingParams {
   bool ignore_eos = false;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
+  // EOS, stop_token_ids and stop strings cannot end the request before this many tokens
+  // (vLLM: their logits are masked and the stop checks skipped until then).
+  int32_t min_tokens = 0;
+  // Absent: no logprobs. N in [0, kMaxLogprobs]: each generated token comes with its own
+  // logprob and the N most likely tokens', from the log-softmax of the raw logits (vLLM's
+  // default logprobs_mode raw_logprobs: before penalties, temperature and masking).
+  std::optional<int32_t> logprobs;
 
   // vLLM's checks and messages (vllm/sampling_params.py), plus token ids against the vocab.
   Status validate(int64_t vocab_size) const;
   bool is_greedy() const;
 };
+
+// vLLM's --max-logprobs default.
+inline constexpr int32_t kMaxLogprobs = 20;
 
 // vLLM's _SAMPLING_EPS: temperatures below this sample greedily.
 inline constexpr float kGreedyTemperature = 1e-5f;

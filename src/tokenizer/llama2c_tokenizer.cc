@@ -112,9 +112,9 @@ Result<SpmModel> read_llama2c_tokenizer(const std::string& path) {
   return m;
 }
 
-Status import_llama2c_tokenizer(const std::string& tok_bin_path, const std::string& out_dir) {
+Status write_spm_tokenizer_files(const SpmModel& model, const nlohmann::json& extra_config,
+                                 const std::string& out_dir) {
   namespace fs = std::filesystem;
-  QS_ASSIGN_OR_RETURN(SpmModel model, read_llama2c_tokenizer(tok_bin_path));
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return io_error(out_dir + ": cannot create directory: " + ec.message());
@@ -140,15 +140,21 @@ Status import_llama2c_tokenizer(const std::string& tok_bin_path, const std::stri
   config["add_bos_token"] = model.bos_id >= 0;
   config["add_eos_token"] = false;
   config["added_tokens_decoder"] = added;
-  // llama2.c's encoder is SentencePiece's: a dummy prefix on every run of text.
+  // SentencePiece's encoder puts a dummy prefix on every run of text.
   config["legacy"] = true;
   config["clean_up_tokenization_spaces"] = false;
   config["pad_token"] = nullptr;
   config["sp_model_kwargs"] = nlohmann::json::object();
+  for (const auto& [key, value] : extra_config.items()) config[key] = value;
 
   QS_RETURN_IF_ERROR(write_file((dir / "tokenizer_config.json").string(), config.dump(2) + "\n"));
   QS_RETURN_IF_ERROR(write_file((dir / "special_tokens_map.json").string(), map.dump(2) + "\n"));
   return ok_status();
+}
+
+Status import_llama2c_tokenizer(const std::string& tok_bin_path, const std::string& out_dir) {
+  QS_ASSIGN_OR_RETURN(SpmModel model, read_llama2c_tokenizer(tok_bin_path));
+  return write_spm_tokenizer_files(model, nlohmann::json::object(), out_dir);
 }
 
 }  // namespace qs::tok

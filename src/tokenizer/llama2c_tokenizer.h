@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/status.h"
 #include "tokenizer/sentencepiece_model.h"
 
@@ -16,6 +18,13 @@ namespace qs::tok {
 // "▁", and BOS/EOS as "\n<s>\n" / "\n</s>\n"; both are mapped back. Piece types: <unk>
 // UNKNOWN, <s> </s> CONTROL, <0xXX> BYTE, everything else NORMAL.
 Result<SpmModel> read_llama2c_tokenizer(const std::string& tok_bin_path);
+
+// Writes `out_dir`/tokenizer.model (the serialized `model`), tokenizer_config.json
+// (LlamaTokenizer; add_bos_token when the model has a BOS; `extra_config`'s keys added or
+// overriding, e.g. chat_template) and special_tokens_map.json. `out_dir` is created if needed.
+// The GGUF importer writes SentencePiece vocabularies through this too.
+Status write_spm_tokenizer_files(const SpmModel& model, const nlohmann::json& extra_config,
+                                 const std::string& out_dir);
 
 // Writes `out_dir`/tokenizer.model, tokenizer_config.json (LlamaTokenizer, add_bos_token
 // true) and special_tokens_map.json. `out_dir` is created if needed.

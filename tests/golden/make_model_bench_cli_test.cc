@@ -141,7 +141,7 @@ TEST_F(MakeModelBenchCli, BadInvocationsAreClearErrors) {
   CliResult bad_list = run_cli("bench latency --model " + dir_ + "/m --threads 1,x");
   EXPECT_EQ(bad_list.exit_code, 1);
   EXPECT_NE(bad_list.output.find("--threads"), std::string::npos) << bad_list.output;
-  CliResult unknown_bench = run_cli("bench throughput --model " + dir_ + "/m");
+  CliResult unknown_bench = run_cli("bench prefill --model " + dir_ + "/m");
   EXPECT_EQ(unknown_bench.exit_code, 2);
   EXPECT_NE(unknown_bench.output.find("unknown benchmark"), std::string::npos);
 }

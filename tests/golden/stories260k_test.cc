@@ -1,6 +1,6 @@
 // golden: Karpathy's stories260K (models/stories260K, imported from llama2.c's .bin) greedy
 // from BOS reproduces llama2.c's own test output byte for byte, in process through the
-// Generator and through the real `quantserve generate` binary. `run -n 200` feeds BOS at
+// Engine and through the real `quantserve generate` binary. `run -n 200` feeds BOS at
 // position 0 and prints the 200 tokens sampled at positions 0..199, hence 200 new tokens.
 #include <algorithm>
 #include <cstdio>
@@ -9,8 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/engine_runner.h"
 #include "../common/shared_data.h"
-#include "engine/generator.h"
+#include "engine/engine.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
 #include "tokenizer/tokenizer.h"
@@ -62,21 +63,19 @@ TEST(Stories260K, GreedyFromBosMatchesLlama2c) {
   Loaded l = load(kModelDir);
   ASSERT_TRUE(l.model && l.tokenizer);
 
-  engine::GenerationRequest request;
-  request.prompt_ids = l.tokenizer->encode("", /*add_special_tokens=*/true);
-  ASSERT_EQ(request.prompt_ids, std::vector<int32_t>{1});  // BOS only
-  request.params.temperature = 0.0f;
-  request.params.max_tokens = kNewTokens;
+  std::vector<int32_t> prompt = l.tokenizer->encode("", /*add_special_tokens=*/true);
+  ASSERT_EQ(prompt, std::vector<int32_t>{1});  // BOS only
   ThreadPool pool(1);
-  engine::Generator generator(*l.model, *l.tokenizer, {2}, pool);
-  std::string streamed;
-  auto results =
-      generator.generate({request}, [&](size_t, const StepOutput& step) { streamed += step.text; });
-  ASSERT_TRUE(results.ok()) << results.status().to_string();
-  EXPECT_EQ((*results)[0].output_ids.size(), static_cast<size_t>(kNewTokens));
-  EXPECT_EQ((*results)[0].finish_reason, "length");
-  EXPECT_EQ((*results)[0].text, expected_stdout());
-  EXPECT_EQ(streamed, expected_stdout());
+  auto engine = testing::make_engine(*l.model, l.tokenizer.get(), {2}, pool, 512);
+  ASSERT_TRUE(engine);
+  ASSERT_TRUE(engine->add_request(testing::greedy_request("a", prompt, kNewTokens)).ok());
+  auto done = testing::run_to_completion(*engine);
+  const testing::Completion& c = done["a"];
+  EXPECT_EQ(c.ids.size(), static_cast<size_t>(kNewTokens));
+  EXPECT_EQ(c.finish_reason, "length");
+  EXPECT_EQ(c.text, expected_stdout());
+  // Every token came in its own step, with the text streamed as it became final.
+  EXPECT_EQ(c.n_outputs, kNewTokens);
 }
 
 // Requests batched together (different prompt lengths and budgets, greedy and seeded
@@ -84,43 +83,42 @@ TEST(Stories260K, GreedyFromBosMatchesLlama2c) {
 TEST(Stories260K, BatchedRequestsMatchTheirSoloRuns) {
   Loaded l = load(kModelDir);
   ASSERT_TRUE(l.model && l.tokenizer);
-  std::vector<engine::GenerationRequest> requests(3);
-  requests[0].prompt_ids = l.tokenizer->encode("Once upon a time", true);
-  requests[0].params.temperature = 0.0f;
-  requests[0].params.max_tokens = 40;
-  requests[1].prompt_ids = l.tokenizer->encode("The cat", true);
+  std::vector<engine::EngineRequest> requests;
+  requests.push_back(
+      testing::greedy_request("0", l.tokenizer->encode("Once upon a time", true), 40));
+  requests.push_back(testing::greedy_request("1", l.tokenizer->encode("The cat", true), 25));
   requests[1].params.temperature = 0.8f;
   requests[1].params.seed = 42;
-  requests[1].params.max_tokens = 25;
-  requests[2].prompt_ids = l.tokenizer->encode("", true);
-  requests[2].params.temperature = 0.0f;
-  requests[2].params.max_tokens = 7;
+  requests.push_back(testing::greedy_request("2", l.tokenizer->encode("", true), 7));
   // Five 480-token prompts: 2400 prompt tokens exceed one step's budget, so the last one is
   // prefilled in two chunks; the 512-token context ends each after 32 new tokens.
   std::string story;
   for (int i = 0; i < 200; ++i) story += "Tom had a red ball " + std::to_string(i) + ". ";
   for (int k = 0; k < 5; ++k) {
-    engine::GenerationRequest r;
-    r.prompt_ids = l.tokenizer->encode(story.substr(k * 7), true);
-    ASSERT_GE(r.prompt_ids.size(), 480u);
-    r.prompt_ids.resize(480);
-    r.params.temperature = 0.0f;
-    r.params.max_tokens = 100;
-    requests.push_back(r);
+    std::vector<int32_t> prompt = l.tokenizer->encode(story.substr(k * 7), true);
+    ASSERT_GE(prompt.size(), 480u);
+    prompt.resize(480);
+    requests.push_back(testing::greedy_request(std::to_string(3 + k), prompt, 100));
   }
   ThreadPool pool(1);
-  engine::Generator generator(*l.model, *l.tokenizer, {2}, pool);
-  auto batched = generator.generate(requests);
-  ASSERT_TRUE(batched.ok()) << batched.status().to_string();
+  auto batched_engine = testing::make_engine(*l.model, l.tokenizer.get(), {2}, pool, 8 * 512);
+  ASSERT_TRUE(batched_engine);
+  for (const auto& r : requests) ASSERT_TRUE(batched_engine->add_request(r).ok());
+  auto batched = testing::run_to_completion(*batched_engine);
   for (size_t i = 3; i < requests.size(); ++i) {
-    EXPECT_EQ((*batched)[i].output_ids.size(), 32u);  // 480 + 32 = 512 positions
-    EXPECT_EQ((*batched)[i].finish_reason, "length");
+    EXPECT_EQ(batched[requests[i].id].ids.size(), 32u);  // 480 + 32 = 512 positions
+    EXPECT_EQ(batched[requests[i].id].finish_reason, "length");
   }
-  for (size_t i = 0; i < requests.size(); ++i) {
-    auto solo = generator.generate({requests[i]});
-    ASSERT_TRUE(solo.ok()) << solo.status().to_string();
-    EXPECT_EQ((*solo)[0].output_ids, (*batched)[i].output_ids) << "request " << i;
-    EXPECT_EQ((*solo)[0].text, (*batched)[i].text) << "request " << i;
+  engine::EngineConfig solo_config;
+  solo_config.enable_prefix_caching = false;
+  for (const auto& r : requests) {
+    auto solo_engine =
+        testing::make_engine(*l.model, l.tokenizer.get(), {2}, pool, 512, solo_config);
+    ASSERT_TRUE(solo_engine);
+    ASSERT_TRUE(solo_engine->add_request(r).ok());
+    auto solo = testing::run_to_completion(*solo_engine);
+    EXPECT_EQ(solo[r.id].ids, batched[r.id].ids) << "request " << r.id;
+    EXPECT_EQ(solo[r.id].text, batched[r.id].text) << "request " << r.id;
   }
 }
 
@@ -141,18 +139,17 @@ TEST(Stories260K, StopStringEndsTheCompletion) {
   QS_SKIP_WITHOUT_SHARED_DATA("reference/llama2c_stories260K_expected.json");
   Loaded l = load(kModelDir);
   ASSERT_TRUE(l.model && l.tokenizer);
-  engine::GenerationRequest request;
-  request.prompt_ids = l.tokenizer->encode("", true);
-  request.params.temperature = 0.0f;
-  request.params.max_tokens = kNewTokens;
+  engine::EngineRequest request =
+      testing::greedy_request("a", l.tokenizer->encode("", true), kNewTokens);
   request.params.stop = {"Lily"};
   ThreadPool pool(1);
-  engine::Generator generator(*l.model, *l.tokenizer, {2}, pool);
-  auto results = generator.generate({request});
-  ASSERT_TRUE(results.ok()) << results.status().to_string();
+  auto engine = testing::make_engine(*l.model, l.tokenizer.get(), {2}, pool, 512);
+  ASSERT_TRUE(engine);
+  ASSERT_TRUE(engine->add_request(request).ok());
+  auto done = testing::run_to_completion(*engine);
   const std::string want = expected_stdout().substr(0, expected_stdout().find("Lily"));
-  EXPECT_EQ((*results)[0].text, want);
-  EXPECT_EQ((*results)[0].finish_reason, "stop");
+  EXPECT_EQ(done["a"].text, want);
+  EXPECT_EQ(done["a"].finish_reason, "stop");
 
   int code = -1;
   const std::string out =
@@ -163,45 +160,68 @@ TEST(Stories260K, StopStringEndsTheCompletion) {
   EXPECT_EQ(out, want);
 }
 
-// The generator's EOS list ends a request ("stop", the EOS text left out) unless ignore_eos;
-// bad requests are refused before any work.
-TEST(Stories260K, EosIdsAndBadRequests) {
+// The engine's EOS list ends a request ("stop", the EOS text left out) unless ignore_eos or
+// before min_tokens; bad requests are refused at add_request with nothing queued.
+TEST(Stories260K, EosIdsMinTokensAndBadRequests) {
   QS_SKIP_WITHOUT_SHARED_DATA("reference/llama2c_stories260K_expected.json");
   Loaded l = load(kModelDir);
   ASSERT_TRUE(l.model && l.tokenizer);
   const int32_t period = l.tokenizer->piece_to_id(".");
   ASSERT_GE(period, 0);
   ThreadPool pool(1);
-  engine::Generator generator(*l.model, *l.tokenizer, {period}, pool);
-  engine::GenerationRequest request;
-  request.prompt_ids = {1};
-  request.params.temperature = 0.0f;
-  request.params.max_tokens = 60;
-  auto stopped = generator.generate({request});
-  ASSERT_TRUE(stopped.ok()) << stopped.status().to_string();
-  EXPECT_EQ((*stopped)[0].finish_reason, "stop");
-  EXPECT_EQ((*stopped)[0].output_ids.back(), period);
-  const std::string first_sentence = expected_stdout().substr(0, expected_stdout().find('.'));
-  EXPECT_EQ((*stopped)[0].text, first_sentence);
-
+  auto engine = testing::make_engine(*l.model, l.tokenizer.get(), {period}, pool, 1024);
+  ASSERT_TRUE(engine);
+  engine::EngineRequest request = testing::greedy_request("stopped", {1}, 60);
+  ASSERT_TRUE(engine->add_request(request).ok());
+  request.id = "ignored";
   request.params.ignore_eos = true;
-  auto ignored = generator.generate({request});
-  ASSERT_TRUE(ignored.ok());
-  EXPECT_EQ((*ignored)[0].finish_reason, "length");
-  EXPECT_EQ((*ignored)[0].output_ids.size(), 60u);
+  ASSERT_TRUE(engine->add_request(request).ok());
+  request.id = "min";
+  request.params.ignore_eos = false;
+  request.params.min_tokens = 20;
+  ASSERT_TRUE(engine->add_request(request).ok());
+  auto done = testing::run_to_completion(*engine);
 
-  engine::GenerationRequest empty = request;
+  const testing::Completion& stopped = done["stopped"];
+  EXPECT_EQ(stopped.finish_reason, "stop");
+  EXPECT_EQ(stopped.ids.back(), period);
+  const std::string first_sentence = expected_stdout().substr(0, expected_stdout().find('.'));
+  EXPECT_EQ(stopped.text, first_sentence);
+  ASSERT_LT(stopped.ids.size(), 20u);  // so that min_tokens below matters
+
+  EXPECT_EQ(done["ignored"].finish_reason, "length");
+  EXPECT_EQ(done["ignored"].ids.size(), 60u);
+
+  // min_tokens: no period among the first 20 tokens, and the request still ends on one.
+  const testing::Completion& min = done["min"];
+  ASSERT_GE(min.ids.size(), 20u);
+  for (size_t i = 0; i + 1 < 20; ++i) EXPECT_NE(min.ids[i], period) << "token " << i;
+  EXPECT_EQ(min.finish_reason, "stop");
+  EXPECT_EQ(min.ids.back(), period);
+
+  engine::EngineRequest empty = request;
+  empty.id = "empty";
   empty.prompt_ids.clear();
-  EXPECT_EQ(generator.generate({empty}).status().code(), StatusCode::kInvalidArgument);
-  engine::GenerationRequest too_long = request;
+  EXPECT_EQ(engine->add_request(empty).code(), StatusCode::kInvalidArgument);
+  engine::EngineRequest too_long = request;
+  too_long.id = "too_long";
   too_long.prompt_ids.assign(512, 1);
-  EXPECT_EQ(generator.generate({too_long}).status().code(), StatusCode::kOutOfRange);
-  engine::GenerationRequest bad_id = request;
+  Status s = engine->add_request(too_long);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(s.message().find("leaves no room in the model's context of 512"), std::string::npos)
+      << s.message();
+  engine::EngineRequest bad_id = request;
+  bad_id.id = "bad_id";
   bad_id.prompt_ids = {1, 512};
-  EXPECT_EQ(generator.generate({bad_id}).status().code(), StatusCode::kInvalidArgument);
-  engine::GenerationRequest bad_params = request;
+  EXPECT_EQ(engine->add_request(bad_id).code(), StatusCode::kInvalidArgument);
+  engine::EngineRequest bad_params = request;
+  bad_params.id = "bad_params";
   bad_params.params.top_p = 0.0f;
-  EXPECT_FALSE(generator.generate({bad_params}).ok());
+  EXPECT_FALSE(engine->add_request(bad_params).ok());
+  bad_params.params.top_p = 1.0f;
+  bad_params.params.logprobs = 21;
+  EXPECT_FALSE(engine->add_request(bad_params).ok());
+  EXPECT_FALSE(engine->has_unfinished());
 }
 
 // A budget whose KV cache could not fit in memory is refused up front (here: a copy of the
@@ -219,17 +239,12 @@ TEST(Stories260K, KvCacheLargerThanMemoryIsAnError) {
   (*config)["max_position_embeddings"] = int64_t{1} << 30;
   fs::remove(dir / "config.json");
   ASSERT_TRUE(io::write_json((dir / "config.json").string(), *config).ok());
-  Loaded l = load(dir.string());
-  ASSERT_TRUE(l.model && l.tokenizer);
-  ThreadPool pool(1);
-  engine::Generator generator(*l.model, *l.tokenizer, {2}, pool);
-  engine::GenerationRequest request;
-  request.prompt_ids = {1};
-  request.params.max_tokens = INT32_MAX;
-  auto r = generator.generate({request});
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
-  EXPECT_NE(r.status().message().find("GiB"), std::string::npos) << r.status().message();
+  int code = -1;
+  const std::string err = run_command(std::string(QS_BINARY) + " generate --model " + dir.string() +
+                                          " --max-tokens 2147483647 2>&1",
+                                      &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("GiB"), std::string::npos) << err;
 }
 
 // --chat renders the chat template (here a minimal one added to a copy of the model) and
@@ -252,17 +267,15 @@ TEST(Stories260K, ChatFlagUsesTheChatTemplate) {
 
   Loaded l = load(dir.string());
   ASSERT_TRUE(l.model && l.tokenizer);
-  engine::GenerationRequest request;
-  request.prompt_ids = l.tokenizer->encode("<s>Tom was sad. The end.", false);
-  ASSERT_EQ(request.prompt_ids.front(), 1);
-  ASSERT_NE(request.prompt_ids[1], 1);
-  request.params.temperature = 0.0f;
-  request.params.max_tokens = 30;
+  std::vector<int32_t> prompt = l.tokenizer->encode("<s>Tom was sad. The end.", false);
+  ASSERT_EQ(prompt.front(), 1);
+  ASSERT_NE(prompt[1], 1);
   ThreadPool pool(1);
-  engine::Generator generator(*l.model, *l.tokenizer, {2}, pool);
-  auto results = generator.generate({request});
-  ASSERT_TRUE(results.ok()) << results.status().to_string();
-  ASSERT_FALSE((*results)[0].text.empty());
+  auto engine = testing::make_engine(*l.model, l.tokenizer.get(), {2}, pool, 512);
+  ASSERT_TRUE(engine);
+  ASSERT_TRUE(engine->add_request(testing::greedy_request("a", prompt, 30)).ok());
+  auto done = testing::run_to_completion(*engine);
+  ASSERT_FALSE(done["a"].text.empty());
 
   int code = -1;
   const std::string out = run_command(std::string(QS_BINARY) + " generate --model " + dir.string() +
@@ -270,7 +283,7 @@ TEST(Stories260K, ChatFlagUsesTheChatTemplate) {
                                           "--temperature 0 --max-tokens 30 --threads 1 2>/dev/null",
                                       &code);
   EXPECT_EQ(code, 0);
-  EXPECT_EQ(out, (*results)[0].text);
+  EXPECT_EQ(out, done["a"].text);
 }
 
 TEST(Stories260K, GenerateCommandReportsBadInput) {

@@ -1,0 +1,104 @@
+// Kernel lab for ops::gemm, the f32 GEMM of AutoRound's backward (quant/): every ISA variant
+// at the Qwen2.5-0.5B linear shapes for 512 tokens, both products the backward needs
+// (dX = dY W: A plain; dW = dY^T X: A transposed), 1 and 2 threads, next to ops::linear's
+// forward GEMM on the same shape as the yardstick. Counter: GFLOP/s (2 m n k).
+// Run: build/gemm_bench --benchmark_filter=...
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/isa.h"
+#include "ops/gemm.h"
+#include "ops/linear.h"
+
+namespace qs {
+namespace {
+
+using kernels::Isa;
+
+struct Shape {
+  const char* name;
+  int64_t n, k;  // the linear's weight [n, k]
+};
+
+constexpr Shape kShapes[] = {
+    {"qwen0.5b_q_o", 896, 896}, {"qwen0.5b_gate_up", 4864, 896}, {"qwen0.5b_down", 896, 4864}};
+constexpr int64_t kTokens = 512;
+
+std::vector<float> filled(int64_t count, uint32_t seed) {
+  std::vector<float> v(count);
+  uint32_t s = seed * 2654435761u + 1;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(static_cast<int32_t>(s >> 8) - (1 << 23)) / (1 << 27);
+  }
+  return v;
+}
+
+enum class Product { kInputGrad, kWeightGrad, kForward };
+
+void run(benchmark::State& state, Isa isa, Shape shape, Product product, int threads) {
+  if (!kernels::isa_supported(isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  ThreadPool pool(threads);
+  const int64_t m = kTokens, n = shape.n, k = shape.k;
+  const std::vector<float> x = filled(m * k, 1), w = filled(n * k, 2), dy = filled(m * n, 3);
+  std::vector<float> out(
+      product == Product::kWeightGrad ? n * k : (product == Product::kInputGrad ? m * k : m * n));
+  kernels::GemmArgs args{};
+  if (product == Product::kInputGrad) {  // dX[m, k] = dY[m, n] W[n, k]
+    args = ops::gemm_args(dy.data(), false, w.data(), out.data(), m, k, n, false);
+  } else if (product == Product::kWeightGrad) {  // dW[n, k] = dY^T[n, m] X[m, k]
+    args = ops::gemm_args(dy.data(), true, x.data(), out.data(), n, k, m, false);
+  }
+  Tensor wt;
+  wt.dtype = DType::kF32;
+  wt.shape = {n, k};
+  wt.data = const_cast<float*>(w.data());
+  for (auto _ : state) {
+    const Status st = product == Product::kForward
+                          ? ops::linear_with_isa(isa, x.data(), m, wt, nullptr, out.data(), pool)
+                          : ops::gemm_with_isa(isa, args, &pool);
+    if (!st.ok()) state.SkipWithError(st.message().c_str());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+void register_all() {
+  const std::pair<Product, const char*> products[] = {{Product::kInputGrad, "dX=dY*W"},
+                                                      {Product::kWeightGrad, "dW=dYT*X"},
+                                                      {Product::kForward, "linear_fwd"}};
+  for (const Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
+    for (const Shape& shape : kShapes) {
+      for (const auto& [product, label] : products) {
+        for (const int threads : {1, 2}) {
+          if (isa == Isa::kRef && threads == 2) continue;
+          const std::string name = std::string("gemm/") + kernels::isa_name(isa) + "/" +
+                                   shape.name + "/" + label + "/t" + std::to_string(threads);
+          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+            run(s, isa, shape, product, threads);
+          })->Unit(benchmark::kMillisecond);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qs
+
+int main(int argc, char** argv) {
+  qs::register_all();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

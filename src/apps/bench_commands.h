@@ -1,0 +1,31 @@
+// apps: the `quantserve bench` benchmarks beside `bench latency` (cmd_bench.cc dispatches):
+// vLLM's serving client and offline throughput benchmark, plus the dataset flags they share.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/commands.h"
+#include "apps/flags.h"
+#include "bench/dataset.h"
+#include "tokenizer/tokenizer.h"
+
+namespace qs::apps {
+
+int bench_serve(const Args& args);       // cmd_bench_serve.cc
+int bench_throughput(const Args& args);  // cmd_bench_throughput.cc
+
+// vLLM's dataset flags (--dataset-name random|sharegpt, --dataset-path, --num-prompts,
+// --random-*, --sharegpt-output-len, --input-len/--output-len aliases, --seed,
+// --no-oversample).
+void add_dataset_flags(Flags& flags);
+// The requests those flags describe, lengths counted with `tokenizer`.
+Result<std::vector<bench::SampleRequest>> load_dataset(const Flags& flags,
+                                                       const tok::Tokenizer& tokenizer);
+// --tokenizer, else the first of `model_dirs` that is a directory (our tokenizer loader reads
+// directories): the model path, or what the server says it loaded.
+Result<std::unique_ptr<tok::Tokenizer>> load_bench_tokenizer(
+    const Flags& flags, const std::vector<std::string>& model_dirs, std::string* tokenizer_id);
+
+}  // namespace qs::apps

@@ -1,0 +1,147 @@
+// apps: `quantserve quantize`, with auto-round's flag spelling (--model, --output_dir,
+// --scheme W4A16, --bits, --group_size, --sym/--asym, --iters, --nsamples, --seqlen,
+// --format auto_round|auto_gptq|auto_awq, --layer_config, --quant_lm_head, --disable_opt_rtn,
+// ...). Parses, then hands over to quant::quantize (quant/pipeline.h); --verify evaluates the
+// result against the source on held-out text (eval/eval_run.h). Ctrl-C / SIGTERM stop the run
+// between tensors and leave the output location as it was.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "apps/commands.h"
+#include "apps/flags.h"
+#include "core/mmap_file.h"
+#include "core/thread_pool.h"
+#include "eval/eval_run.h"
+#include "io/checkpoint.h"
+#include "quant/pipeline.h"
+
+namespace qs::apps {
+namespace {
+
+std::atomic<bool> g_cancel{false};
+
+extern "C" void on_signal(int) {
+  g_cancel.store(true);
+}
+
+Result<quant::QuantizeOptions> options_from_flags(const Flags& f) {
+  quant::QuantizeOptions o;
+  if (!f.has("model")) return invalid_argument("--model DIR is required");
+  if (!f.has("output_dir")) return invalid_argument("--output_dir DIR is required");
+  o.model_dir = f.get("model");
+  o.output_dir = f.get("output_dir");
+  QS_ASSIGN_OR_RETURN(o.spec, quant::parse_scheme(f.get("scheme")));
+  if (f.has("bits")) {
+    QS_ASSIGN_OR_RETURN(int64_t bits, f.get_int("bits"));
+    o.spec.bits = static_cast<int>(bits);
+  }
+  if (f.has("group_size")) {
+    QS_ASSIGN_OR_RETURN(o.spec.group_size, f.get_int("group_size"));
+  }
+  if (f.get_bool("sym") && f.get_bool("asym")) return invalid_argument("--sym and --asym conflict");
+  if (f.get_bool("asym")) o.spec.sym = false;
+  QS_ASSIGN_OR_RETURN(o.format, io::parse_export_format(f.get("format")));
+  if (o.format == io::ExportFormat::kCompressedTensors) {
+    return invalid_argument("--format: auto_round, auto_gptq or auto_awq");
+  }
+  QS_ASSIGN_OR_RETURN(o.iters, f.get_int("iters"));
+  QS_ASSIGN_OR_RETURN(o.nsamples, f.get_int("nsamples"));
+  QS_ASSIGN_OR_RETURN(o.seqlen, f.get_int("seqlen"));
+  QS_ASSIGN_OR_RETURN(o.batch_size, f.get_int("batch_size"));
+  QS_ASSIGN_OR_RETURN(int64_t seed, f.get_int("seed"));
+  o.seed = static_cast<uint64_t>(seed);
+  for (const char* name : {"lr", "minmax_lr"}) {
+    if (f.has(name)) QS_RETURN_IF_ERROR(f.get_double(name).status());
+  }
+  QS_RETURN_IF_ERROR(f.get_int("gradient_accumulate_steps").status());
+  QS_RETURN_IF_ERROR(f.get_int("threads").status());
+  o.dataset = f.get("dataset");
+  o.quant_lm_head = f.get_bool("quant_lm_head");
+  o.disable_opt_rtn = f.get_bool("disable_opt_rtn");
+  o.overwrite = f.get_bool("overwrite");
+  if (f.has("layer_config")) {
+    // Inline JSON, or a file holding it.
+    const std::string v = f.get("layer_config");
+    if (!v.empty() && v[0] == '{') {
+      o.layer_config = nlohmann::json::parse(v, nullptr, /*allow_exceptions=*/false);
+      if (o.layer_config.is_discarded()) return invalid_argument("--layer_config: not valid JSON");
+    } else {
+      QS_ASSIGN_OR_RETURN(o.layer_config, io::read_json(v));
+    }
+  }
+  return o;
+}
+
+Status check(const Flags& flags) {
+  return options_from_flags(flags).status();
+}
+
+Status run(const Flags& flags) {
+  QS_ASSIGN_OR_RETURN(quant::QuantizeOptions o, options_from_flags(flags));
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  // Past a file-size limit a write must fail with EFBIG (an error we clean up after), not
+  // kill the process before it can remove the staging directory.
+  std::signal(SIGXFSZ, SIG_IGN);
+  const bool tty = isatty(fileno(stderr));
+  auto progress = [&](int64_t done, int64_t total) {
+    if (!tty) return;
+    std::fprintf(stderr, "\rquantize: block %lld/%lld", static_cast<long long>(done),
+                 static_cast<long long>(total));
+    if (done == total) std::fprintf(stderr, "\n");
+  };
+  QS_ASSIGN_OR_RETURN(quant::QuantizeSummary summary,
+                      quant::quantize(o, progress, [] { return g_cancel.load(); }));
+  std::printf("quantized %s into %s\n%s", o.model_dir.c_str(), o.output_dir.c_str(),
+              quant::format_summary(summary).c_str());
+  if (!flags.get_bool("verify")) return ok_status();
+  eval::EvalRequest req;
+  req.model_dir = o.output_dir;
+  req.reference_dir = o.model_dir;
+  req.dataset = eval::default_eval_dataset();
+  QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
+  req.threads = static_cast<int>(threads);
+  QS_ASSIGN_OR_RETURN(nlohmann::json result, eval::run_eval(req));
+  std::printf("verify: %s against %s on %s\n", summary.scheme.c_str(), o.model_dir.c_str(),
+              req.dataset.c_str());
+  eval::print_eval_table(result, stdout);
+  return ok_status();
+}
+
+}  // namespace
+
+int cmd_quantize(const Args& args) {
+  Flags flags;
+  flags.add("model", "source checkpoint directory (HF, unquantized)")
+      .add("output_dir", "where the quantized checkpoint goes (must not exist unless --overwrite)")
+      .add("scheme", "W4A16, W8A16, W3A16 or W2A16 (int, group 128, sym)", false, "W4A16")
+      .add("bits", "override the scheme's bits: 2, 3, 4 or 8")
+      .add("group_size", "override the scheme's group size (-1 = per output channel)")
+      .add("sym", "symmetric (the default)", true)
+      .add("asym", "asymmetric: zero points stored", true)
+      .add("iters", "AutoRound tuning steps per block (0 = RTN / OPT-RTN)", false, "200")
+      .add("lr", "AutoRound learning rate for the rounding (default 1/iters)")
+      .add("minmax_lr", "AutoRound learning rate for the clipping (default lr)")
+      .add("nsamples", "calibration samples", false, "128")
+      .add("seqlen", "tokens per calibration sample", false, "2048")
+      .add("batch_size", "calibration samples per tuning step", false, "8")
+      .add("gradient_accumulate_steps", "batches per optimizer step", false, "1")
+      .add("seed", "seed for calibration sampling and tuning", false, "42")
+      .add("dataset", "calibration text: .txt (one document per line) or .jsonl with \"text\"")
+      .add("format", "auto_round, auto_gptq or auto_awq", false, "auto_round")
+      .add("layer_config",
+           "per-layer schemes: JSON (or a file), e.g. {\"down_proj\": {\"bits\": 8}}")
+      .add("quant_lm_head", "also quantize lm_head (refused when tied to the embeddings)", true)
+      .add("disable_opt_rtn", "with --iters 0: pure RTN, streamed without building the model", true)
+      .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()))
+      .add("overwrite", "replace an existing --output_dir", true)
+      .add("verify", "evaluate the result against --model on held-out text (quantserve eval)",
+           true);
+  return run_command("quantize", flags, args, check, run);
+}
+
+}  // namespace qs::apps

@@ -1,0 +1,276 @@
+// apps: `quantserve serve MODEL_DIR [flags]`: the OpenAI-compatible HTTP server, with vLLM's
+// flag names. Loads the model, tokenizer, chat template and generation_config.json, starts
+// the engine thread and the HTTP server on 127.0.0.1:8000 by default, and runs until
+// SIGTERM or SIGINT, which end in-flight requests ("abort") and exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "apps/commands.h"
+#include "apps/flags.h"
+#include "apps/model_flags.h"
+#include "apps/sampling_flags.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "engine/memory_budget.h"
+#include "io/generation_config.h"
+#include "models/model.h"
+#include "server/engine_backend.h"
+#include "server/http_server.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace qs::apps {
+namespace {
+
+constexpr const char* kUsageLine = "serve MODEL_DIR";
+
+// `vllm serve MODEL` takes the model first; --model works too.
+std::string model_dir(const Flags& flags) {
+  if (!flags.positionals().empty()) return flags.positionals()[0];
+  return flags.get("model");
+}
+
+Result<int64_t> int_flag(const Flags& flags, const char* name, int64_t lo, int64_t hi) {
+  QS_ASSIGN_OR_RETURN(int64_t v, flags.get_int(name));
+  if (v < lo || v > hi) {
+    return invalid_argument("--" + std::string(name) + " must be in [" + std::to_string(lo) + ", " +
+                            std::to_string(hi) + "], got " + std::to_string(v));
+  }
+  return v;
+}
+
+// Bytes with an optional K/M/G/KiB/MiB/GiB suffix ("4GiB", "512M", "1073741824").
+Result<int64_t> parse_bytes(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  std::string suffix(end);
+  double scale = 1;
+  if (suffix == "K" || suffix == "KiB") scale = 1024.0;
+  if (suffix == "M" || suffix == "MiB") scale = 1024.0 * 1024;
+  if (suffix == "G" || suffix == "GiB") scale = 1024.0 * 1024 * 1024;
+  if (end == text.c_str() || !(v > 0) || (scale == 1 && !suffix.empty() && suffix != "B")) {
+    return invalid_argument("--kv-cache-memory expects bytes like 4GiB or 512MiB, got '" + text +
+                            "'");
+  }
+  return static_cast<int64_t>(v * scale);
+}
+
+Status check_flag_values(const Flags& flags) {
+  if (flags.positionals().size() > 1) {
+    return invalid_argument("unexpected argument '" + flags.positionals()[1] + "'");
+  }
+  if (model_dir(flags).empty()) return invalid_argument("the model directory is required");
+  QS_RETURN_IF_ERROR(int_flag(flags, "port", 0, 65535).status());
+  QS_RETURN_IF_ERROR(thread_count(flags).status());
+  QS_RETURN_IF_ERROR(int_flag(flags, "max-num-seqs", 1, 65536).status());
+  QS_RETURN_IF_ERROR(int_flag(flags, "max-logprobs", 0, 1 << 20).status());
+  if (flags.has("max-model-len"))
+    QS_RETURN_IF_ERROR(int_flag(flags, "max-model-len", 1, INT32_MAX).status());
+  if (flags.has("max-num-batched-tokens"))
+    QS_RETURN_IF_ERROR(int_flag(flags, "max-num-batched-tokens", 1, INT32_MAX).status());
+  if (flags.has("kv-cache-memory"))
+    QS_RETURN_IF_ERROR(parse_bytes(flags.get("kv-cache-memory")).status());
+  return ok_status();
+}
+
+// --chat-template is a file, or the template itself (as vLLM); else the checkpoint's.
+// A model without one serves completions only (chat requests get vLLM's 400).
+Result<std::unique_ptr<tok::ChatTemplate>> load_chat_template(const Flags& flags,
+                                                              const std::string& dir) {
+  if (flags.has("chat-template")) {
+    std::string source = flags.get("chat-template");
+    if (std::filesystem::is_regular_file(source)) {
+      std::ifstream in(source);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      source = ss.str();
+    }
+    QS_ASSIGN_OR_RETURN(tok::ChatTemplate t, tok::ChatTemplate::from_string(source));
+    return std::make_unique<tok::ChatTemplate>(std::move(t));
+  }
+  Result<tok::ChatTemplate> t = tok::ChatTemplate::from_model_dir(dir);
+  if (!t.ok()) {
+    if (t.status().code() != StatusCode::kNotFound) return t.status();
+    QS_LOG_WARN("%s; /v1/chat/completions will answer 400 (pass --chat-template)",
+                t.status().message().c_str());
+    return std::unique_ptr<tok::ChatTemplate>();
+  }
+  return std::make_unique<tok::ChatTemplate>(std::move(*t));
+}
+
+// The KV cache's bytes: --kv-cache-memory as given, else --gpu-memory-utilization of the memory
+// available after loading (vLLM's names), else what max_num_seqs sequences of max_model_len
+// need, capped at a quarter of the available memory so a small model does not take the host.
+Result<int64_t> kv_cache_budget(const Flags& flags, const engine::EngineConfig& engine_config,
+                                const models::ModelConfig& config) {
+  if (flags.has("kv-cache-memory")) return parse_bytes(flags.get("kv-cache-memory"));
+  if (flags.has("gpu-memory-utilization")) {
+    QS_ASSIGN_OR_RETURN(double fraction, flags.get_double("gpu-memory-utilization"));
+    return engine::kv_cache_bytes_from_memory_fraction(fraction);
+  }
+  QS_ASSIGN_OR_RETURN(int64_t available, engine::available_memory_bytes());
+  const double per_token = static_cast<double>(engine::kv_cache_bytes_per_token(config));
+  const double wanted = per_token * static_cast<double>(engine_config.max_model_len + 16) *
+                        static_cast<double>(engine_config.max_num_seqs);
+  const double cap = 0.25 * static_cast<double>(available);
+  const double floor = per_token * static_cast<double>(engine_config.max_model_len + 16);
+  return static_cast<int64_t>(std::max(std::min(wanted, cap), floor));
+}
+
+// vLLM's defaults, overridden by the checkpoint's generation_config.json.
+SamplingParams default_params(const io::GenerationConfig& gen) {
+  SamplingParams p;
+  if (gen.temperature) p.temperature = static_cast<float>(*gen.temperature);
+  if (gen.top_p) p.top_p = static_cast<float>(*gen.top_p);
+  if (gen.top_k) p.top_k = static_cast<int32_t>(*gen.top_k);
+  if (gen.repetition_penalty) p.repetition_penalty = static_cast<float>(*gen.repetition_penalty);
+  return p;
+}
+
+Status run(const Flags& flags) {
+  const std::string dir = model_dir(flags);
+  QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
+  QS_ASSIGN_OR_RETURN(int64_t port, int_flag(flags, "port", 0, 65535));
+  QS_ASSIGN_OR_RETURN(int64_t max_num_seqs, int_flag(flags, "max-num-seqs", 1, 65536));
+  QS_ASSIGN_OR_RETURN(int64_t max_logprobs, int_flag(flags, "max-logprobs", 0, 1 << 20));
+  // The engine thread and the HTTP threads start below: from here on SIGINT/SIGTERM are
+  // taken only by sigwait() in the signal thread, never delivered to a random thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);  // the main thread's "stop waiting" once serving is over
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A client that hangs up must be a failed write, not a dead server.
+  signal(SIGPIPE, SIG_IGN);
+
+  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
+  QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(dir));
+  QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<tok::ChatTemplate> chat_template,
+                      load_chat_template(flags, dir));
+  const models::ModelConfig& config = model->config();
+
+  server::ModelInfo info;
+  info.served_model_name = flags.has("served-model-name") ? flags.get("served-model-name") : dir;
+  info.root = dir;
+  info.max_model_len = config.max_position_embeddings;
+  if (flags.has("max-model-len")) {
+    QS_ASSIGN_OR_RETURN(int64_t len, int_flag(flags, "max-model-len", 1, INT32_MAX));
+    if (len > config.max_position_embeddings) {
+      return invalid_argument("--max-model-len " + std::to_string(len) +
+                              " is greater than the model's max_position_embeddings (" +
+                              std::to_string(config.max_position_embeddings) + ")");
+    }
+    info.max_model_len = len;
+  }
+  info.vocab_size = config.vocab_size;
+  info.tokenizer = tokenizer.get();
+  info.chat_template = chat_template.get();
+  info.defaults = default_params(gen);
+  info.max_logprobs = static_cast<int>(max_logprobs);
+
+  engine::EngineConfig engine_config;
+  engine_config.max_model_len = info.max_model_len;
+  engine_config.max_num_seqs = max_num_seqs;
+  if (flags.has("max-num-batched-tokens")) {
+    QS_ASSIGN_OR_RETURN(engine_config.max_num_batched_tokens,
+                        int_flag(flags, "max-num-batched-tokens", 1, INT32_MAX));
+  }
+  engine_config.enable_prefix_caching = !flags.has("no-enable-prefix-caching");
+  QS_ASSIGN_OR_RETURN(engine_config.kv_cache_bytes, kv_cache_budget(flags, engine_config, config));
+
+  ThreadPool pool(threads);
+  QS_ASSIGN_OR_RETURN(auto engine, engine::Engine::create(*model, tokenizer.get(),
+                                                          merged_eos_ids(config, gen, *tokenizer),
+                                                          pool, engine_config));
+  server::EngineBackend backend(std::move(engine));
+  server::ServerMetrics metrics(info.served_model_name, info.max_model_len);
+
+  server::ServerOptions options;
+  options.host = flags.get("host");
+  options.port = static_cast<int>(port);
+  options.api_key = flags.get("api-key");
+  if (options.api_key.empty() && std::getenv("VLLM_API_KEY") != nullptr)
+    options.api_key = std::getenv("VLLM_API_KEY");
+  options.http_threads = static_cast<int>(std::min<int64_t>(max_num_seqs + 16, 1024));
+  server::HttpServer http(options, info, backend, metrics);
+  QS_ASSIGN_OR_RETURN(int bound_port, http.bind());
+
+  std::thread signal_thread([&http, &signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != SIGUSR1) {
+      QS_LOG_INFO("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      http.shutdown();
+    }
+  });
+  QS_LOG_INFO("serving %s as '%s' on http://%s:%d (max_model_len %lld, %d threads)", dir.c_str(),
+              info.served_model_name.c_str(), options.host.c_str(), bound_port,
+              static_cast<long long>(info.max_model_len), threads);
+  Status served = http.serve();
+  http.shutdown();
+  pthread_kill(signal_thread.native_handle(), SIGUSR1);
+  signal_thread.join();
+  backend.shutdown();
+  QS_LOG_INFO("server stopped");
+  return served;
+}
+
+}  // namespace
+
+int cmd_serve(const Args& args) {
+  // The access log and lifecycle lines are the server's output: info unless told otherwise.
+  if (std::getenv("QS_LOG_LEVEL") == nullptr) set_log_level(LogLevel::kInfo);
+  Flags flags;
+  flags.add("model", "checkpoint directory (or give it as the first argument)")
+      .add("host", "address to listen on", false, "127.0.0.1")
+      .add("port", "port to listen on (0: any free port, logged at start)", false, "8000")
+      .add("served-model-name", "the model name clients send (default: the model directory)")
+      .add("max-model-len", "context length (default: max_position_embeddings)")
+      .add("api-key", "require `Authorization: Bearer KEY` on /v1/* (default: $VLLM_API_KEY)")
+      .add("chat-template", "chat template file or string (default: the checkpoint's)")
+      .add("max-logprobs", "largest logprobs / top_logprobs a request may ask for", false, "20")
+      .add("max-num-seqs", "requests generated together at most", false, "256")
+      .add("max-num-batched-tokens", "tokens per engine step (the scheduler's budget)", false,
+           "2048")
+      .add("kv-cache-memory",
+           "KV cache size, e.g. 4GiB (default: what max-num-seqs full-length "
+           "sequences need, at most a quarter of the available memory)")
+      .add("gpu-memory-utilization",
+           "KV cache as this fraction of the memory available after "
+           "loading (vLLM's name; on CPU it sizes the KV cache only)")
+      .add("enable-prefix-caching", "reuse cached prompt prefixes (default)", true)
+      .add("no-enable-prefix-caching", "disable prefix caching", true)
+      .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()));
+  add_model_flags(flags);
+  // run_command rejects positional arguments; serve takes the model as one.
+  Status parsed = flags.parse(args);
+  if (parsed.ok() && flags.help_requested()) {
+    std::printf("%s", flags.usage(kUsageLine).c_str());
+    return 0;
+  }
+  if (parsed.ok()) parsed = check_flag_values(flags);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "quantserve serve: %s\n\n%s", parsed.message().c_str(),
+                 flags.usage(kUsageLine).c_str());
+    return 2;
+  }
+  if (Status s = run(flags); !s.ok()) {
+    std::fprintf(stderr, "quantserve serve: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace qs::apps

@@ -1,0 +1,315 @@
+// engine: Engine (see engine.h).
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <span>
+
+#include "core/check.h"
+#include "core/log.h"
+
+namespace qs::engine {
+
+// One unfinished request: its sequence (tokens and blocks) and its per-request state.
+struct Engine::Request {
+  Request(EngineRequest r, const tok::Tokenizer* tokenizer, const std::vector<int32_t>& eos)
+      : params(r.params), sampler(r.params), stop_checker(r.params, eos) {
+    seq.id = std::move(r.id);
+    seq.tokens = std::move(r.prompt_ids);
+    seq.n_prompt = static_cast<int64_t>(seq.tokens.size());
+    if (tokenizer != nullptr) output.emplace(*tokenizer, params, seq.tokens, eos);
+  }
+
+  int64_t n_output() const { return static_cast<int64_t>(seq.tokens.size()) - seq.n_prompt; }
+
+  Sequence seq;
+  SamplingParams params;
+  Sampler sampler;
+  // Text, stop strings and finish decisions; absent without a tokenizer, where stop_checker
+  // and max_tokens decide alone.
+  std::optional<OutputProcessor> output;
+  StopChecker stop_checker;
+  bool counted_prompt = false;  // prompt tokens added to the stats
+};
+
+Result<std::unique_ptr<Engine>> Engine::create(const models::Model& model,
+                                               const tok::Tokenizer* tokenizer,
+                                               std::vector<int32_t> eos_ids, ThreadPool& pool,
+                                               const EngineConfig& config) {
+  const models::ModelConfig& c = model.config();
+  EngineConfig cfg = config;
+  if (cfg.max_model_len == 0) cfg.max_model_len = c.max_position_embeddings;
+  if (cfg.block_size < 1 || cfg.max_num_seqs < 1 || cfg.max_num_batched_tokens < 1 ||
+      cfg.max_model_len < 1 || cfg.kv_cache_bytes < 0) {
+    return invalid_argument(
+        "engine: block_size, max_num_seqs, max_num_batched_tokens and max_model_len must be "
+        "positive and kv_cache_bytes not negative");
+  }
+  if (cfg.max_model_len > c.max_position_embeddings) {
+    QS_LOG_WARN(
+        "engine: max_model_len %lld is larger than the model's max_position_embeddings %lld; "
+        "requests that reach past it will fail",
+        static_cast<long long>(cfg.max_model_len),
+        static_cast<long long>(c.max_position_embeddings));
+  }
+  KvCacheConfig kv;
+  kv.n_layers = c.n_layers;
+  kv.n_kv_heads = c.n_kv_heads;
+  kv.head_dim = c.head_dim;
+  kv.block_size = cfg.block_size;
+  const int64_t block_bytes = 2 * static_cast<int64_t>(sizeof(float)) * c.n_layers * c.n_kv_heads *
+                              c.head_dim * cfg.block_size;
+  kv.n_blocks = cfg.kv_cache_bytes / block_bytes;
+  const int64_t need_blocks = (cfg.max_model_len + cfg.block_size - 1) / cfg.block_size;
+  if (kv.n_blocks < need_blocks) {
+    return out_of_range("engine: a KV cache of " + std::to_string(cfg.kv_cache_bytes) +
+                        " bytes holds " + std::to_string(kv.n_blocks * cfg.block_size) +
+                        " tokens, fewer than one request of max_model_len " +
+                        std::to_string(cfg.max_model_len) + " needs (" +
+                        std::to_string(need_blocks * block_bytes) +
+                        " bytes); give it more memory or lower max_model_len");
+  }
+  QS_LOG_INFO(
+      "engine: KV cache %lld blocks x %lld tokens = %lld tokens (%.1f MiB); maximum "
+      "concurrency for %lld tokens per request: %.2fx",
+      static_cast<long long>(kv.n_blocks), static_cast<long long>(cfg.block_size),
+      static_cast<long long>(kv.n_blocks * cfg.block_size),
+      static_cast<double>(kv.n_blocks * block_bytes) / (1 << 20),
+      static_cast<long long>(cfg.max_model_len),
+      static_cast<double>(kv.n_blocks * cfg.block_size) / cfg.max_model_len);
+  return std::unique_ptr<Engine>(new Engine(model, tokenizer, std::move(eos_ids), pool, cfg, kv));
+}
+
+Engine::Engine(const models::Model& model, const tok::Tokenizer* tokenizer,
+               std::vector<int32_t> eos_ids, ThreadPool& pool, const EngineConfig& config,
+               const KvCacheConfig& kv_config)
+    : model_(model),
+      tokenizer_(tokenizer),
+      eos_ids_(std::move(eos_ids)),
+      pool_(pool),
+      config_(config),
+      cache_(kv_config),
+      scheduler_(SchedulerConfig{kv_config.n_blocks, config.block_size, config.max_num_seqs,
+                                 config.max_num_batched_tokens, config.max_model_len,
+                                 config.enable_prefix_caching}) {}
+
+Engine::~Engine() = default;
+
+Status Engine::validate(const EngineRequest& r) const {
+  const int64_t vocab = model_.config().vocab_size;
+  const std::string where = "request " + r.id;
+  QS_RETURN_IF_ERROR(r.params.validate(vocab).with_context(where));
+  if (r.prompt_ids.empty()) return invalid_argument(where + ": the prompt has no tokens");
+  for (int32_t id : r.prompt_ids) {
+    if (id < 0 || id >= vocab) {
+      return invalid_argument(where + ": prompt token id " + std::to_string(id) +
+                              " outside the vocabulary of " + std::to_string(vocab));
+    }
+  }
+  if (tokenizer_ == nullptr && !r.params.stop.empty()) {
+    return invalid_argument(where + ": stop strings need a tokenizer; this engine has none");
+  }
+  return scheduler_.check_fits(static_cast<int64_t>(r.prompt_ids.size())).with_context(where);
+}
+
+Status Engine::add_request(EngineRequest request) {
+  QS_RETURN_IF_ERROR(validate(request));
+  if (requests_.count(request.id) > 0 ||
+      std::any_of(pending_.begin(), pending_.end(),
+                  [&](const RequestOutput& o) { return o.id == request.id; })) {
+    return invalid_argument("request id '" + request.id + "' is already in use");
+  }
+  const std::string id = request.id;
+  auto r = std::make_unique<Request>(std::move(request), tokenizer_, eos_ids_);
+  Request* raw = r.get();
+  requests_.emplace(id, std::move(r));
+  scheduler_.add(&raw->seq);
+  return ok_status();
+}
+
+RequestOutput Engine::new_output(const Request& r) const {
+  RequestOutput out;
+  out.id = r.seq.id;
+  out.num_prompt_tokens = r.seq.n_prompt;
+  out.num_cached_tokens = std::max<int64_t>(r.seq.n_cached_tokens, 0);
+  return out;
+}
+
+void Engine::finish(Request& r, const std::string& reason, RequestOutput* out) {
+  scheduler_.finish(&r.seq);
+  out->finished = true;
+  out->finish_reason = reason;
+  if (reason == "stop") {
+    ++stats_.finished_stop;
+  } else if (reason == "length") {
+    ++stats_.finished_length;
+  } else {
+    ++stats_.finished_abort;
+  }
+}
+
+void Engine::abort(const std::string& id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  RequestOutput out = new_output(*it->second);
+  finish(*it->second, "abort", &out);
+  pending_.push_back(std::move(out));
+  requests_.erase(it);
+}
+
+void Engine::abort_all() {
+  std::vector<std::string> ids;
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  for (const auto& id : ids) abort(id);
+}
+
+void Engine::sample(Request& r, float* logits, RequestOutput* out) {
+  const int64_t vocab = model_.config().vocab_size;
+  const std::span<const int32_t> all(r.seq.tokens);
+  std::optional<SampleLogprobs> lp;
+  double lse = 0.0;
+  if (r.params.logprobs) {
+    // Raw logprobs (vLLM's default logprobs_mode): log_softmax of the model's logits, before
+    // anything below changes them.
+    float max_l = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < vocab; ++i) max_l = std::max(max_l, logits[i]);
+    double sum = 0.0;
+    for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max_l);
+    lse = max_l + std::log(sum);
+    scratch_.assign(logits, logits + vocab);
+    lp.emplace();
+    const int64_t n_top = std::min<int64_t>(*r.params.logprobs, vocab);
+    std::vector<int32_t>& ids = scratch_ids_;
+    ids.resize(vocab);
+    for (int64_t i = 0; i < vocab; ++i) ids[i] = static_cast<int32_t>(i);
+    auto better = [&](int32_t a, int32_t b) {
+      return scratch_[a] > scratch_[b] || (scratch_[a] == scratch_[b] && a < b);
+    };
+    std::partial_sort(ids.begin(), ids.begin() + n_top, ids.end(), better);
+    for (int64_t k = 0; k < n_top; ++k) {
+      lp->top.push_back({ids[k], static_cast<float>(scratch_[ids[k]] - lse)});
+    }
+  }
+  if (r.n_output() < r.params.min_tokens) {
+    // vLLM's min_tokens logits processor: no EOS or stop token until then.
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    if (!r.params.ignore_eos) {
+      for (int32_t id : eos_ids_) {
+        if (id >= 0 && id < vocab) logits[id] = neg_inf;
+      }
+    }
+    for (int32_t id : r.params.stop_token_ids) logits[id] = neg_inf;
+  }
+  const int32_t token =
+      r.sampler.sample(logits, vocab, all.subspan(0, r.seq.n_prompt), all.subspan(r.seq.n_prompt));
+  r.seq.tokens.push_back(token);
+  ++stats_.generation_tokens;
+  out->new_token_ids.push_back(token);
+  if (lp) {
+    lp->sampled = {token, static_cast<float>(scratch_[token] - lse)};
+    out->logprobs.push_back(std::move(*lp));
+  }
+
+  StepOutput step;
+  if (r.output) {
+    step = r.output->append(token);
+    out->stop_token_id = r.output->stop_token_id();
+    out->stop_string = r.output->stop_string();
+  } else if (r.n_output() >= r.params.min_tokens && r.stop_checker.stops_on(token)) {
+    step.finished = true;
+    step.finish_reason = "stop";
+    if (r.stop_checker.is_stop_token_id(token)) out->stop_token_id = token;
+  } else if (r.n_output() >= r.params.max_tokens) {
+    step.finished = true;
+    step.finish_reason = "length";
+  }
+  if (!step.finished && static_cast<int64_t>(r.seq.tokens.size()) >= config_.max_model_len) {
+    // The context is full: the next token would have no position.
+    step.finish_reason = "length";
+    step.finished = true;
+    if (r.output) step.text += r.output->finish("length").text;
+  }
+  out->new_text += step.text;
+  if (step.finished) finish(r, step.finish_reason, out);
+}
+
+std::vector<RequestOutput> Engine::step() {
+  std::vector<RequestOutput> outputs = std::move(pending_);
+  pending_.clear();
+  const SchedulerOutput plan = scheduler_.schedule();
+  if (plan.chunks.empty()) return outputs;
+  const int64_t vocab = model_.config().vocab_size;
+
+  models::ForwardBatch batch;
+  for (const ScheduledChunk& ch : plan.chunks) {
+    ops::AttentionSeq s;
+    s.query_start = static_cast<int64_t>(batch.token_ids.size());
+    s.n_query = ch.n_tokens;
+    s.start_pos = ch.start_pos;
+    s.block_table = ch.seq->block_table;
+    batch.seqs.push_back(s);
+    const auto first = ch.seq->tokens.begin() + ch.start_pos;
+    batch.token_ids.insert(batch.token_ids.end(), first, first + ch.n_tokens);
+  }
+  // chunk_status[i] ok: chunk i ran and its logits are row i of logits_.
+  std::vector<Status> chunk_status(plan.chunks.size());
+  Status batch_status = model_.forward(batch, cache_.layers(), pool_, &logits_);
+  ++stats_.steps;
+  stats_.computed_tokens += static_cast<int64_t>(batch.token_ids.size());
+  if (!batch_status.ok()) {
+    // Find the culprit(s): run every chunk alone, so that one request's error (e.g. a
+    // position past the model's context) fails that request only. Each rewrites only its own
+    // K/V slots, so what the failed batch wrote is overwritten.
+    std::vector<float> all(plan.chunks.size() * vocab), row;
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      models::ForwardBatch one;
+      one.seqs = {batch.seqs[i]};
+      one.seqs[0].query_start = 0;
+      const auto first = batch.token_ids.begin() + batch.seqs[i].query_start;
+      one.token_ids.assign(first, first + batch.seqs[i].n_query);
+      chunk_status[i] = model_.forward(one, cache_.layers(), pool_, &row);
+      if (chunk_status[i].ok()) std::copy(row.begin(), row.end(), all.begin() + i * vocab);
+    }
+    logits_ = std::move(all);
+  }
+
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& ch = plan.chunks[i];
+    Request& r = *requests_.at(ch.seq->id);
+    RequestOutput out = new_output(r);
+    if (!r.counted_prompt) {
+      r.counted_prompt = true;
+      stats_.prompt_tokens += r.seq.n_prompt;
+    }
+    if (!chunk_status[i].ok()) {
+      out.error = chunk_status[i].with_context("request " + r.seq.id);
+      QS_LOG_ERROR("engine: %s", out.error.message().c_str());
+      finish(r, "abort", &out);
+    } else {
+      scheduler_.commit(ch);
+      // A chunk that ends before the last token only fills the cache; no logits are used.
+      if (r.seq.n_computed < static_cast<int64_t>(r.seq.tokens.size())) continue;
+      sample(r, logits_.data() + i * vocab, &out);
+    }
+    const bool done = out.finished;
+    outputs.push_back(std::move(out));
+    if (done) requests_.erase(outputs.back().id);
+  }
+  return outputs;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s = stats_;
+  s.num_running = scheduler_.n_running();
+  s.num_waiting = scheduler_.n_waiting();
+  s.kv_blocks_total = scheduler_.pool().n_blocks();
+  s.kv_blocks_used = scheduler_.pool().n_used();
+  s.kv_cache_tokens = s.kv_blocks_total * config_.block_size;
+  s.prefix_cache_queries = scheduler_.prefix_queries();
+  s.prefix_cache_hits = scheduler_.prefix_hits();
+  s.preemptions = scheduler_.n_preemptions();
+  return s;
+}
+
+}  // namespace qs::engine

@@ -1,0 +1,165 @@
+// engine: the long-lived inference engine, one per loaded model (vLLM V1's EngineCore).
+// Requests come and go while it runs: add_request() queues one, abort() drops one, and every
+// step() runs one scheduler step (scheduler.h: token budget, chunked prefill, preemption by
+// recompute, prefix caching) and one batched forward over a paged KV cache allocated once,
+// then samples each request whose prompt is in the cache and returns what every request that
+// moved produced. A request's error ends that request only. Not thread-safe: one thread
+// drives it (EngineLoop, engine_loop.h, is the thread-safe front for a server).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/kv_cache.h"
+#include "engine/output_processor.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "models/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace qs::engine {
+
+// Sizes and limits, with vLLM's names and defaults (the CPU ones of get_batch_defaults).
+struct EngineConfig {
+  // Bytes of K/V storage over all layers, allocated once at create(); it must hold at least
+  // one max_model_len sequence. memory_budget.h has helpers to choose it.
+  int64_t kv_cache_bytes = 0;
+  int64_t block_size = 16;  // tokens per KV block (--block-size)
+  int64_t max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 2048;  // tokens per forward (the step's token budget)
+  // Prompt + output tokens of one request; 0: the model's max_position_embeddings. Larger is
+  // allowed (with a warning): positions past the model's then fail their request.
+  int64_t max_model_len = 0;
+  bool enable_prefix_caching = true;
+};
+
+// One request. `id` must be unique among unfinished requests (the server's request id).
+struct EngineRequest {
+  std::string id;
+  std::vector<int32_t> prompt_ids;  // non-empty, BOS already in place if wanted
+  SamplingParams params;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+// Logprobs of one generated token (SamplingParams::logprobs): the sampled token's and the N
+// most likely tokens' (best first, ties to the lower id), from log_softmax of the raw logits.
+struct SampleLogprobs {
+  TokenLogprob sampled;
+  std::vector<TokenLogprob> top;
+};
+
+// What one request produced in one step(). Concatenating a request's new_token_ids and
+// new_text over its outputs gives its whole completion.
+struct RequestOutput {
+  std::string id;
+  std::vector<int32_t> new_token_ids;
+  std::string new_text;  // text that became final (stop strings held back until decided)
+  std::vector<SampleLogprobs> logprobs;  // one per new token when params.logprobs is set
+  bool finished = false;
+  // Once finished: "stop" (EOS, stop token, stop string), "length" (max_tokens or the
+  // context), "abort" (abort(), or an error: then `error` says why).
+  std::string finish_reason;
+  // vLLM's stop_reason: the stop_token_ids entry or stop string that ended it.
+  std::optional<int32_t> stop_token_id;
+  std::optional<std::string> stop_string;
+  Status error;  // non-ok: this request failed (finished, "abort"); others are unaffected
+  int64_t num_prompt_tokens = 0;
+  int64_t num_cached_tokens = 0;  // prompt tokens served by the prefix cache
+};
+
+// A snapshot for metrics (vLLM's Prometheus names in comments). Counters only grow.
+struct EngineStats {
+  int64_t num_running = 0;     // num_requests_running
+  int64_t num_waiting = 0;     // num_requests_waiting
+  int64_t kv_blocks_used = 0;  // blocks some request holds
+  int64_t kv_blocks_total = 0;
+  int64_t kv_cache_tokens = 0;       // capacity: total blocks x block_size
+  int64_t prefix_cache_queries = 0;  // prefix_cache_queries_total (tokens)
+  int64_t prefix_cache_hits = 0;     // prefix_cache_hits_total (tokens)
+  int64_t prompt_tokens = 0;         // prompt_tokens_total (counted once per request)
+  int64_t generation_tokens = 0;     // generation_tokens_total
+  int64_t preemptions = 0;           // num_preemptions_total
+  int64_t finished_stop = 0;         // request_success_total{finished_reason=...}
+  int64_t finished_length = 0;
+  int64_t finished_abort = 0;   // aborts and errors
+  int64_t steps = 0;            // forward calls
+  int64_t computed_tokens = 0;  // tokens fed to forward (prefix-cache hits are not)
+  // kv_cache_usage_perc, in [0, 1].
+  double kv_cache_usage() const {
+    return kv_blocks_total > 0 ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0.0;
+  }
+};
+
+class Engine {
+ public:
+  // `tokenizer` may be null: then outputs carry token ids only (vLLM's skip_tokenizer_init)
+  // and stop strings are refused. `eos_ids` end a request unless it sets ignore_eos (config,
+  // generation_config and tokenizer EOS, merged by the caller). The model, tokenizer and pool
+  // must outlive the engine. Allocates the KV cache and logs its capacity; an error when the
+  // budget cannot hold one max_model_len request.
+  static Result<std::unique_ptr<Engine>> create(const models::Model& model,
+                                                const tok::Tokenizer* tokenizer,
+                                                std::vector<int32_t> eos_ids, ThreadPool& pool,
+                                                const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The checks add_request() makes that do not depend on the engine's state (parameters,
+  // token ids, fits the context and the cache). Thread-safe: reads only the configuration.
+  Status validate(const EngineRequest& request) const;
+  // Queues a request; an error (nothing queued) if validate() fails or the id is in use.
+  Status add_request(EngineRequest request);
+  // Drops an unfinished request and frees its KV blocks now; the next step() returns its
+  // final output (finish_reason "abort"). Unknown ids are ignored.
+  void abort(const std::string& id);
+  // abort() for every unfinished request.
+  void abort_all();
+  // One scheduler step and one batched forward. Returns an output for every request that
+  // produced tokens, finished or failed in this step (and for requests aborted since the
+  // last step). Prefill chunks that do not reach the end of a prompt produce nothing yet.
+  std::vector<RequestOutput> step();
+  // Whether step() has anything to do.
+  bool has_unfinished() const { return !requests_.empty() || !pending_.empty(); }
+
+  EngineStats stats() const;
+  const EngineConfig& config() const { return config_; }
+  const models::Model& model() const { return model_; }
+
+ private:
+  struct Request;
+
+  Engine(const models::Model& model, const tok::Tokenizer* tokenizer, std::vector<int32_t> eos_ids,
+         ThreadPool& pool, const EngineConfig& config, const KvCacheConfig& kv_config);
+  // Samples the next token of a request whose tokens are all computed and records it.
+  void sample(Request& r, float* logits, RequestOutput* out);
+  // Ends a request: output fields, stats, blocks freed; the caller erases it.
+  void finish(Request& r, const std::string& reason, RequestOutput* out);
+  RequestOutput new_output(const Request& r) const;
+
+  const models::Model& model_;
+  const tok::Tokenizer* tokenizer_;
+  std::vector<int32_t> eos_ids_;
+  ThreadPool& pool_;
+  EngineConfig config_;
+  KvCache cache_;  // storage only; the scheduler's block pool assigns the blocks
+  Scheduler scheduler_;
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  std::vector<RequestOutput> pending_;  // aborts not yet returned by step()
+  EngineStats stats_;
+  std::vector<float> logits_;         // [n_chunks, vocab] of the last forward
+  std::vector<float> scratch_;        // [vocab] raw logits kept for logprobs
+  std::vector<int32_t> scratch_ids_;  // [vocab] token ids ranked for top logprobs
+};
+
+}  // namespace qs::engine

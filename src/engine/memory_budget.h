@@ -1,0 +1,30 @@
+// engine: how many bytes the KV cache may take, decided once after the weights are loaded
+// (vLLM sizes its cache the same way, from --gpu-memory-utilization). The cache holds f32
+// K and V for every layer, so a token costs 2 x 4 x n_layers x n_kv_heads x head_dim bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "models/model_config.h"
+
+namespace qs::engine {
+
+// K and V bytes one token takes over all layers.
+int64_t kv_cache_bytes_per_token(const models::ModelConfig& config);
+
+// MemAvailable from /proc/meminfo: what the kernel can hand out without swapping.
+Result<int64_t> available_memory_bytes();
+
+// `fraction` (0, 1] of the memory available now: a server's budget, the CPU counterpart of
+// vLLM's --gpu-memory-utilization (taken of what is free after loading, since on CPU the
+// weights' pages are not ours to count).
+Result<int64_t> kv_cache_bytes_from_memory_fraction(double fraction);
+
+// The bytes for `n_tokens` tokens in whole blocks of `block_size`, for callers that know how
+// long their requests are (the CLI). A cache that would need more than half of this machine's
+// memory is an error that says so, never an out-of-memory kill.
+Result<int64_t> kv_cache_bytes_for_tokens(const models::ModelConfig& config, int64_t n_tokens,
+                                          int64_t block_size = 16);
+
+}  // namespace qs::engine

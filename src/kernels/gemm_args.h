@@ -1,0 +1,22 @@
+// kernels: the arguments of the plain f32 GEMM C[m, n] (+)= A[m, k] * B[k, n] that
+// backpropagation needs besides x * W^T (quant/: dY * W for input gradients, dY^T * X for
+// weight gradients). A is read through two strides so that a transposed operand costs no copy.
+#pragma once
+
+#include <cstdint>
+
+namespace qs::kernels {
+
+struct GemmArgs {
+  const float* a;  // A(i, p) = a[i * a_row_stride + p * a_col_stride], [m, k]
+  int64_t a_row_stride;
+  int64_t a_col_stride;
+  const float* b;  // B(p, j) = b[p * ldb + j], [k, n]
+  int64_t ldb;
+  float* c;  // C(i, j) = c[i * ldc + j], [m, n]
+  int64_t ldc;
+  int64_t m, n, k;
+  bool accumulate;  // C += A * B instead of C = A * B
+};
+
+}  // namespace qs::kernels

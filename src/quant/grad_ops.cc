@@ -1,0 +1,330 @@
+// quant: forward and hand-written backward of the decoder block's operations (grad_ops.h).
+#include "quant/grad_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/check.h"
+#include "core/tensor.h"
+#include "ops/gemm.h"
+#include "ops/linear.h"
+
+namespace qs::quant {
+
+template <>
+void matmul<float>(const MatMul<float>& g, ThreadPool* pool) {
+  const kernels::GemmArgs args{g.a,   g.a_rs, g.a_cs, g.b, g.ldb,       g.c,
+                               g.ldc, g.m,    g.n,    g.k, g.accumulate};
+  const Status st = ops::gemm(args, pool);
+  QS_CHECK_MSG(st.ok(), st.message().c_str());
+}
+
+template <>
+void matmul<double>(const MatMul<double>& g, ThreadPool*) {
+  for (int64_t i = 0; i < g.m; ++i) {
+    for (int64_t j = 0; j < g.n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < g.k; ++p) acc += g.a[i * g.a_rs + p * g.a_cs] * g.b[p * g.ldb + j];
+      double& c = g.c[i * g.ldc + j];
+      c = g.accumulate ? c + acc : acc;
+    }
+  }
+}
+
+template <>
+void linear_forward<float>(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
+                           const float* bias, float* y, ThreadPool& pool) {
+  Tensor view;  // borrowed: the owned f32 buffer of a quantized-dequantized weight
+  view.dtype = DType::kF32;
+  view.shape = {n, k};
+  view.data = const_cast<float*>(w);
+  const Status st = ops::linear(x, m, view, bias, y, pool);
+  QS_CHECK_MSG(st.ok(), st.message().c_str());
+}
+
+template <>
+void linear_forward<double>(const double* x, int64_t m, int64_t k, const double* w, int64_t n,
+                            const double* bias, double* y, ThreadPool&) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = bias != nullptr ? bias[j] : 0.0;
+      for (int64_t p = 0; p < k; ++p) acc += x[i * k + p] * w[j * k + p];
+      y[i * n + j] = acc;
+    }
+  }
+}
+
+template <class T>
+void linear_backward(const T* x, const T* dy, int64_t m, int64_t k, const T* w, int64_t n, T* dx,
+                     T* dw, bool accumulate, ThreadPool& pool) {
+  // dX[m, k] = dY[m, n] * W[n, k]
+  if (dx != nullptr) matmul<T>({dy, n, 1, w, k, dx, k, m, k, n, accumulate}, &pool);
+  // dW[n, k] = dY^T[n, m] * X[m, k]: A(i, p) = dy[p * n + i]
+  if (dw != nullptr) matmul<T>({dy, 1, n, x, k, dw, k, n, k, m, accumulate}, &pool);
+}
+
+template <class T>
+void rms_norm_forward(const T* x, int64_t m, int64_t d, const T* weight, double eps, T* y,
+                      T* inv_rms) {
+  for (int64_t i = 0; i < m; ++i) {
+    const T* xi = x + i * d;
+    T ss = 0;
+    for (int64_t j = 0; j < d; ++j) ss += xi[j] * xi[j];
+    const T r = T(1) / std::sqrt(ss / static_cast<T>(d) + static_cast<T>(eps));
+    inv_rms[i] = r;
+    for (int64_t j = 0; j < d; ++j) y[i * d + j] = xi[j] * r * weight[j];
+  }
+}
+
+template <class T>
+void rms_norm_backward(const T* x, const T* inv_rms, const T* dy, int64_t m, int64_t d,
+                       const T* weight, T* dx, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i) {
+    const T* xi = x + i * d;
+    const T* gi = dy + i * d;
+    const T r = inv_rms[i];
+    T dot = 0;  // sum_j w_j dy_j x_j
+    for (int64_t j = 0; j < d; ++j) dot += weight[j] * gi[j] * xi[j];
+    const T c = r * r * r * dot / static_cast<T>(d);
+    for (int64_t j = 0; j < d; ++j) {
+      const T g = r * weight[j] * gi[j] - c * xi[j];
+      dx[i * d + j] = accumulate ? dx[i * d + j] + g : g;
+    }
+  }
+}
+
+template <class T>
+void rope_forward(T* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const T* cos,
+                  const T* sin) {
+  const int64_t half = head_dim / 2;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t h = 0; h < n_heads; ++h) {
+      T* v = x + (t * n_heads + h) * head_dim;
+      for (int64_t j = 0; j < half; ++j) {
+        const T c = cos[t * half + j], s = sin[t * half + j];
+        const T x1 = v[j], x2 = v[j + half];
+        v[j] = x1 * c - x2 * s;
+        v[j + half] = x2 * c + x1 * s;
+      }
+    }
+  }
+}
+
+template <class T>
+void rope_backward(T* dx, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const T* cos,
+                   const T* sin) {
+  // The rotation's transpose: (g1 cos + g2 sin, g2 cos - g1 sin).
+  const int64_t half = head_dim / 2;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t h = 0; h < n_heads; ++h) {
+      T* g = dx + (t * n_heads + h) * head_dim;
+      for (int64_t j = 0; j < half; ++j) {
+        const T c = cos[t * half + j], s = sin[t * half + j];
+        const T g1 = g[j], g2 = g[j + half];
+        g[j] = g1 * c + g2 * s;
+        g[j + half] = g2 * c - g1 * s;
+      }
+    }
+  }
+}
+
+template <class T>
+void silu_mul_forward(const T* gate, const T* up, int64_t n, T* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (T(1) + std::exp(-gate[i])) * up[i];
+}
+
+template <class T>
+void silu_mul_backward(const T* gate, const T* up, const T* dout, int64_t n, T* dgate, T* dup) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T sig = T(1) / (T(1) + std::exp(-gate[i]));
+    dup[i] = dout[i] * gate[i] * sig;
+    // d silu(g)/dg = sig * (1 + g * (1 - sig))
+    dgate[i] = dout[i] * up[i] * sig * (T(1) + gate[i] * (T(1) - sig));
+  }
+}
+
+namespace {
+
+bool allowed(const AttentionShape& s, const uint8_t* mask_row, int64_t i, int64_t j) {
+  if (j > i) return false;
+  if (mask_row != nullptr && mask_row[j] == 0) return false;
+  return s.sliding_window == 0 || j > i - s.sliding_window;
+}
+
+// Queries are processed in blocks of this many rows; a block's keys stop at its last query
+// (causality), so the masked upper triangle is never computed and the probabilities of one
+// block, [kRowBlock, seqlen], are all that is held.
+constexpr int64_t kRowBlock = 64;
+
+// Per-thread work buffers, reused across calls.
+template <class T>
+struct AttnScratch {
+  std::vector<T> p;       // [kRowBlock, seqlen] probabilities of one query block
+  std::vector<T> dp;      // [kRowBlock, seqlen] their gradient
+  std::vector<T> kt, vt;  // [head_dim, seqlen]: K^T and V^T of the kv head
+};
+
+template <class T>
+AttnScratch<T>& scratch(int64_t seqlen, int64_t head_dim) {
+  thread_local AttnScratch<T> s;
+  s.p.resize(kRowBlock * seqlen);
+  s.dp.resize(kRowBlock * seqlen);
+  s.kt.resize(head_dim * seqlen);
+  s.vt.resize(head_dim * seqlen);
+  return s;
+}
+
+// Copies the [seqlen, head_dim] slice (row stride ld) of x transposed into out [head_dim, seqlen].
+template <class T>
+void transpose_head(const T* x, int64_t ld, int64_t seqlen, int64_t head_dim, T* out) {
+  for (int64_t t = 0; t < seqlen; ++t)
+    for (int64_t d = 0; d < head_dim; ++d) out[d * seqlen + t] = x[t * ld + d];
+}
+
+// Rows [i0, i1) of P = softmax(scale * Q_h K^T) over keys [0, i1), into p ([i1 - i0, seqlen],
+// row stride seqlen). The forward computes each row's log-sum-exp into lse_out; the backward
+// passes it back as lse_in, so both passes see the same P. A row with no allowed key is zero.
+template <class T>
+void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* kt,
+                   const uint8_t* mask_row, int64_t i0, int64_t i1, T* p, T* lse_out,
+                   const T* lse_in) {
+  const int64_t n = s.seqlen, cols = i1;
+  matmul<T>({qh + i0 * q_ld, q_ld, 1, kt, n, p, n, i1 - i0, cols, s.head_dim, false}, nullptr);
+  for (int64_t i = i0; i < i1; ++i) {
+    T* row = p + (i - i0) * n;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < cols; ++j) {
+      row[j] *= static_cast<T>(s.scale);
+      if (allowed(s, mask_row, i, j)) mx = std::max(mx, row[j]);
+    }
+    if (mx == -std::numeric_limits<T>::infinity()) {  // no key: output zeros
+      std::fill_n(row, cols, T(0));
+      if (lse_out != nullptr) lse_out[i] = 0;
+      continue;
+    }
+    T l = 0;
+    if (lse_in != nullptr) {
+      l = lse_in[i];
+    } else {
+      T sum = 0;
+      for (int64_t j = 0; j < cols; ++j)
+        if (allowed(s, mask_row, i, j)) sum += std::exp(row[j] - mx);
+      // sum >= 1 (the maximum contributes exp(0)); the max() only tells static analysers so.
+      l = mx + std::log(std::max(sum, T(1)));
+      lse_out[i] = l;
+    }
+    for (int64_t j = 0; j < cols; ++j)
+      row[j] = allowed(s, mask_row, i, j) ? std::exp(row[j] - l) : 0;
+  }
+}
+
+}  // namespace
+
+template <class T>
+void attention_forward(const AttentionShape& s, const T* q, const T* k, const T* v,
+                       const uint8_t* mask, T* out, T* lse, ThreadPool& pool) {
+  const int64_t n = s.seqlen, hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  const int64_t q_dim = s.n_heads * hd, kv_dim = s.n_kv_heads * hd;
+  pool.parallel_for(s.n_seqs * s.n_kv_heads, [&](int64_t begin, int64_t end) {
+    AttnScratch<T>& sc = scratch<T>(n, hd);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / s.n_kv_heads, g = task % s.n_kv_heads;
+      const uint8_t* mask_row = mask != nullptr ? mask + b * n : nullptr;
+      const T* vg = v + b * n * kv_dim + g * hd;
+      transpose_head(k + b * n * kv_dim + g * hd, kv_dim, n, hd, sc.kt.data());
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        const T* qh = q + b * n * q_dim + h * hd;
+        T* oh = out + b * n * q_dim + h * hd;
+        T* lse_h = lse + (b * s.n_heads + h) * n;
+        for (int64_t i0 = 0; i0 < n; i0 += kRowBlock) {
+          const int64_t i1 = std::min(n, i0 + kRowBlock);
+          probabilities<T>(s, qh, q_dim, sc.kt.data(), mask_row, i0, i1, sc.p.data(), lse_h,
+                           nullptr);
+          // O_h[i0:i1] = P[i0:i1, :i1] V_g[:i1]
+          matmul<T>({sc.p.data(), n, 1, vg, kv_dim, oh + i0 * q_dim, q_dim, i1 - i0, hd, i1, false},
+                    nullptr);
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void attention_backward(const AttentionShape& s, const T* q, const T* k, const T* v,
+                        const uint8_t* mask, const T* out, const T* lse, const T* dout, T* dq,
+                        T* dk, T* dv, ThreadPool& pool) {
+  const int64_t n = s.seqlen, hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  const int64_t q_dim = s.n_heads * hd, kv_dim = s.n_kv_heads * hd;
+  // Each task owns one kv head of one sequence, so the group's heads accumulate into dk/dv
+  // without races.
+  pool.parallel_for(s.n_seqs * s.n_kv_heads, [&](int64_t begin, int64_t end) {
+    AttnScratch<T>& sc = scratch<T>(n, hd);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / s.n_kv_heads, g = task % s.n_kv_heads;
+      const uint8_t* mask_row = mask != nullptr ? mask + b * n : nullptr;
+      const T* kg = k + b * n * kv_dim + g * hd;
+      const T* vg = v + b * n * kv_dim + g * hd;
+      T* dkg = dk + b * n * kv_dim + g * hd;
+      T* dvg = dv + b * n * kv_dim + g * hd;
+      for (int64_t t = 0; t < n; ++t) {
+        std::fill_n(dkg + t * kv_dim, hd, T(0));
+        std::fill_n(dvg + t * kv_dim, hd, T(0));
+      }
+      transpose_head(kg, kv_dim, n, hd, sc.kt.data());
+      transpose_head(vg, kv_dim, n, hd, sc.vt.data());
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        const T* qh = q + b * n * q_dim + h * hd;
+        const T* oh = out + b * n * q_dim + h * hd;
+        const T* doh = dout + b * n * q_dim + h * hd;
+        T* dqh = dq + b * n * q_dim + h * hd;
+        for (int64_t i0 = 0; i0 < n; i0 += kRowBlock) {
+          const int64_t i1 = std::min(n, i0 + kRowBlock), rows = i1 - i0;
+          T* p = sc.p.data();
+          T* dp = sc.dp.data();
+          probabilities<T>(s, qh, q_dim, sc.kt.data(), mask_row, i0, i1, p, nullptr,
+                           lse + (b * s.n_heads + h) * n);
+          // dV_g[:i1] += P^T dO_h[i0:i1]
+          matmul<T>({p, 1, n, doh + i0 * q_dim, q_dim, dvg, kv_dim, i1, hd, rows, true}, nullptr);
+          // dP = dO_h[i0:i1] V_g[:i1]^T
+          matmul<T>({doh + i0 * q_dim, q_dim, 1, sc.vt.data(), n, dp, n, rows, i1, hd, false},
+                    nullptr);
+          // dS = P * (dP - rowsum(dO * O)) * scale (softmax backward; rowsum(P dP) = dO . O)
+          for (int64_t i = i0; i < i1; ++i) {
+            T d = 0;
+            for (int64_t c = 0; c < hd; ++c) d += doh[i * q_dim + c] * oh[i * q_dim + c];
+            T* dpr = dp + (i - i0) * n;
+            const T* pr = p + (i - i0) * n;
+            for (int64_t j = 0; j < i1; ++j)
+              dpr[j] = pr[j] * (dpr[j] - d) * static_cast<T>(s.scale);
+          }
+          // dQ_h[i0:i1] = dS K_g[:i1]; dK_g[:i1] += dS^T Q_h[i0:i1]
+          matmul<T>({dp, n, 1, kg, kv_dim, dqh + i0 * q_dim, q_dim, rows, hd, i1, false}, nullptr);
+          matmul<T>({dp, 1, n, qh + i0 * q_dim, q_dim, dkg, kv_dim, i1, hd, rows, true}, nullptr);
+        }
+      }
+    }
+  });
+}
+
+#define QS_INSTANTIATE(T)                                                                          \
+  template void linear_backward<T>(const T*, const T*, int64_t, int64_t, const T*, int64_t, T*,    \
+                                   T*, bool, ThreadPool&);                                         \
+  template void rms_norm_forward<T>(const T*, int64_t, int64_t, const T*, double, T*, T*);         \
+  template void rms_norm_backward<T>(const T*, const T*, const T*, int64_t, int64_t, const T*, T*, \
+                                     bool);                                                        \
+  template void rope_forward<T>(T*, int64_t, int64_t, int64_t, const T*, const T*);                \
+  template void rope_backward<T>(T*, int64_t, int64_t, int64_t, const T*, const T*);               \
+  template void silu_mul_forward<T>(const T*, const T*, int64_t, T*);                              \
+  template void silu_mul_backward<T>(const T*, const T*, const T*, int64_t, T*, T*);               \
+  template void attention_forward<T>(const AttentionShape&, const T*, const T*, const T*,          \
+                                     const uint8_t*, T*, T*, ThreadPool&);                         \
+  template void attention_backward<T>(const AttentionShape&, const T*, const T*, const T*,         \
+                                      const uint8_t*, const T*, const T*, const T*, T*, T*, T*,    \
+                                      ThreadPool&);
+QS_INSTANTIATE(float)
+QS_INSTANTIATE(double)
+#undef QS_INSTANTIATE
+
+}  // namespace qs::quant

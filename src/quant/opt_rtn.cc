@@ -1,0 +1,123 @@
+// quant: OPT-RTN (opt_rtn.h).
+#include "quant/opt_rtn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/check.h"
+#include "core/dtype.h"
+#include "formats/rtn.h"
+
+namespace qs::quant {
+namespace {
+
+float to_f16(float v) {
+  return f16_to_f32(f32_to_f16(v));
+}
+
+// The f16 scale as RTN stores it, with AutoRound's 1e-5 magnitude floor (formats/rtn.cc).
+float stored_scale(float s) {
+  const float floor_f16 = to_f16(1e-5f);
+  s = to_f16(s);
+  return s < 0 ? std::min(s, -floor_f16) : std::max(s, floor_f16);
+}
+
+// sum_j imatrix[j] (s q_j - w_j)^2 over one group, with q_j = clamp(round(w_j / s), -half,
+// half - 1).
+double group_error(const float* w, const float* imat, int64_t count, float s, int half) {
+  double err = 0;
+  for (int64_t j = 0; j < count; ++j) {
+    const float q = std::clamp(std::nearbyint(w[j] / s), static_cast<float>(-half),
+                               static_cast<float>(half - 1));
+    const double d = static_cast<double>(s) * q - w[j];
+    err += (imat != nullptr ? imat[j] : 1.0) * d * d;
+  }
+  return err;
+}
+
+}  // namespace
+
+formats::QuantizedWeight opt_rtn(const float* w, int64_t n, int64_t k, int bits, int64_t group_size,
+                                 bool sym, const float* imatrix) {
+  QS_CHECK(group_size == -1 || group_size > 0);
+  // Min-max RTN is the starting point and the answer for asym (§1.5).
+  formats::QuantizedWeight q = formats::rtn_quantize(w, n, k, bits, group_size, sym);
+  if (!sym) return q;
+  const int half = 1 << (bits - 1);
+  const double step = bits == 2 ? 0.01 : 0.06;
+  const int imax = bits == 2 ? 90 : 100;
+  const int64_t gs = q.group_size, groups = q.n_groups();
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t c0 = g * gs, c1 = std::min(k, c0 + gs);
+      const float* wg = w + r * k + c0;
+      const float* ig = imatrix != nullptr ? imatrix + c0 : nullptr;
+      float gmax = 0;  // the signed value of largest magnitude
+      for (int64_t j = 0; j < c1 - c0; ++j)
+        if (std::abs(wg[j]) > std::abs(gmax)) gmax = wg[j];
+      if (gmax == 0) continue;  // all zero: RTN's floored scale already reproduces it exactly
+      float best_s = q.scales[r * groups + g];
+      double best = group_error(wg, ig, c1 - c0, best_s, half);
+      for (int i = -imax; i <= imax; ++i) {
+        const double iscale = -(half - step * i) / gmax;
+        const float s = stored_scale(static_cast<float>(1.0 / iscale));
+        const double err = group_error(wg, ig, c1 - c0, s, half);
+        if (err < best) best = err, best_s = s;
+      }
+      q.scales[r * groups + g] = best_s;
+      for (int64_t c = c0; c < c1; ++c) {
+        const float code = std::clamp(std::nearbyint(w[r * k + c] / best_s),
+                                      static_cast<float>(-half), static_cast<float>(half - 1));
+        q.codes[r * k + c] = static_cast<uint8_t>(code + static_cast<float>(half));
+      }
+    }
+  }
+  return q;
+}
+
+Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b,
+                                                    const BlockCalibration& calib,
+                                                    ThreadPool& pool) {
+  if (calib.inputs == nullptr || calib.n_samples <= 0 || calib.seqlen <= 0) {
+    return invalid_argument("imatrix: calibration inputs missing or empty");
+  }
+  PerLinear<std::vector<double>> sums;
+  for (int i = 0; i < kNumLinears; ++i) sums[i].assign(b.in_features(i), 0.0);
+  PerLinear<const float*> w;
+  for (int i = 0; i < kNumLinears; ++i) w[i] = b.w[i].data();
+  // q/k/v read the first norm's output, o the attention output, gate/up the second norm's
+  // output, down the SwiGLU product.
+  auto add = [&](int i, const std::vector<float>& x, const uint8_t* mask, int64_t tokens) {
+    const int64_t d = b.in_features(i);
+    for (int64_t t = 0; t < tokens; ++t) {
+      if (mask != nullptr && mask[t] == 0) continue;
+      for (int64_t j = 0; j < d; ++j)
+        sums[i][j] += static_cast<double>(x[t * d + j]) * x[t * d + j];
+    }
+  };
+  constexpr int64_t kChunk = 8;  // samples per forward, bounding the saved activations
+  const int64_t row = calib.seqlen * b.hidden;
+  BlockActivations<float> act;
+  std::vector<float> y;
+  for (int64_t s0 = 0; s0 < calib.n_samples; s0 += kChunk) {
+    const int64_t n = std::min(kChunk, calib.n_samples - s0), tokens = n * calib.seqlen;
+    const uint8_t* mask = calib.mask != nullptr ? calib.mask + s0 * calib.seqlen : nullptr;
+    y.resize(n * row);
+    block_forward<float>(b, w, calib.inputs + s0 * row, n, calib.seqlen, mask, &act, y.data(),
+                         pool);
+    for (int i : {kQProj, kKProj, kVProj}) add(i, act.h1, mask, tokens);
+    add(kOProj, act.attn, mask, tokens);
+    for (int i : {kGateProj, kUpProj}) add(i, act.h2, mask, tokens);
+    add(kDownProj, act.act, mask, tokens);
+  }
+  PerLinear<std::vector<float>> out;
+  for (int i = 0; i < kNumLinears; ++i) {
+    out[i].resize(sums[i].size());
+    for (size_t j = 0; j < sums[i].size(); ++j)
+      out[i][j] = static_cast<float>(sums[i][j] / static_cast<double>(calib.n_samples));
+  }
+  return out;
+}
+
+}  // namespace qs::quant

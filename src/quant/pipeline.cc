@@ -1,0 +1,199 @@
+// quant: the streaming RTN run of `quantserve quantize` and its summary (see pipeline.h).
+#include "quant/pipeline.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "io/checkpoint.h"
+#include "quant/calibration.h"
+#include "quant/rtn_pack.h"
+#include "quant/staged_output.h"
+
+namespace qs::quant {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+// Block index of "model.layers.<i>.<rest>", or -1.
+int64_t block_of(const std::string& name) {
+  const std::string prefix = "model.layers.";
+  if (name.rfind(prefix, 0) != 0) return -1;
+  size_t end = prefix.size();
+  while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+  if (end == prefix.size() || end - prefix.size() > 9) return -1;
+  return std::stoll(name.substr(prefix.size(), end - prefix.size()));
+}
+
+// Files a checkpoint directory carries besides weights and config: the tokenizer, chat
+// template and generation defaults are copied unchanged into the quantized checkpoint.
+bool is_companion_file(const std::string& name) {
+  return name.rfind("tokenizer", 0) == 0 || name.rfind("chat_template", 0) == 0 ||
+         name == "special_tokens_map.json" || name == "generation_config.json" ||
+         name == "vocab.json" || name == "merges.txt" || name == "added_tokens.json";
+}
+
+std::string scheme_name(const io::IntQuantSpec& s) {
+  const char* preset = s.group_size == 128 && s.sym ? (s.bits == 4   ? "W4A16"
+                                                       : s.bits == 8 ? "W8A16"
+                                                       : s.bits == 3 ? "W3A16"
+                                                                     : "W2A16")
+                                                    : nullptr;
+  std::string out = "int" + std::to_string(s.bits) + " " +
+                    (s.group_size > 0 ? "g" + std::to_string(s.group_size) : "per-channel") +
+                    (s.sym ? " sym" : " asym");
+  return preset ? std::string(preset) + " (" + out + ")" : out;
+}
+
+// The tuned modes: calibration is drawn (and its problems reported) first; the tuner plugs in
+// here, at the one call site below, once it is merged.
+Status quantize_calibrated(const QuantizeOptions& o) {
+  QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(o.model_dir));
+  const std::string dataset = o.dataset.empty() ? default_calibration_dataset() : o.dataset;
+  QS_ASSIGN_OR_RETURN(std::vector<std::string> docs, read_calibration_documents(dataset));
+  CalibrationOptions c;
+  c.nsamples = o.nsamples;
+  c.seqlen = o.seqlen;
+  c.seed = o.seed;
+  QS_ASSIGN_OR_RETURN(CalibrationSet set, sample_calibration(*tokenizer, docs, c, dataset));
+  const std::string drawn = "calibration: " + std::to_string(set.samples.size()) + " samples x " +
+                            std::to_string(o.seqlen) + " tokens from " + dataset + " (" +
+                            std::to_string(set.n_whole) + " whole documents, " +
+                            std::to_string(set.n_concatenated) + " from concatenated ones); ";
+  if (o.iters > 0) {
+    return unimplemented(drawn + "AutoRound tuning (--iters " + std::to_string(o.iters) +
+                         ") is not built yet; run RTN with --iters 0 --disable_opt_rtn");
+  }
+  return unimplemented(drawn +
+                       "OPT-RTN (--iters 0 without --disable_opt_rtn) is not built yet; add "
+                       "--disable_opt_rtn for pure RTN");
+}
+
+}  // namespace
+
+Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& progress,
+                                 const std::function<bool()>& cancelled) {
+  const auto t0 = std::chrono::steady_clock::now();
+  QS_RETURN_IF_ERROR(check_options(o));
+  if (o.iters > 0 || !o.disable_opt_rtn) return quantize_calibrated(o);
+  const std::string src = o.model_dir;
+  QS_ASSIGN_OR_RETURN(json config, io::read_json(src + "/config.json"));
+  if (config.contains("quantization_config") || fs::exists(src + "/quantization_config.json")) {
+    return invalid_argument(src + " is already quantized (quantization_config present)");
+  }
+  QS_ASSIGN_OR_RETURN(models::ModelConfig mc, models::parse_model_config(config));
+  QS_ASSIGN_OR_RETURN(QuantPlan plan, plan_quantization(o, mc));
+  QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(src));
+  for (const models::TensorSpec& t : models::expected_tensors(mc)) {
+    QS_RETURN_IF_ERROR(ckpt.get(t.name, t.shape).status());
+  }
+  QS_ASSIGN_OR_RETURN(StagedOutput out, StagedOutput::begin(o.output_dir, o.overwrite));
+
+  std::map<std::string, const LayerPlan*> by_module;
+  std::map<int64_t, int64_t> linears_left;  // block -> quantized linears not yet written
+  for (const LayerPlan& l : plan.layers) {
+    by_module[l.module] = &l;
+    if (l.quantize && block_of(l.module) >= 0) ++linears_left[block_of(l.module)];
+  }
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (const std::string& name : ckpt.names()) by_file[ckpt.file_of(name)].push_back(name);
+  const bool sharded = fs::exists(src + "/" + kIndexFile);
+
+  QuantizeSummary summary;
+  json weight_map = json::object();
+  int64_t blocks_done = 0;
+  for (auto& [file, names] : by_file) {
+    // Block order within a shard, so progress advances block by block.
+    std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+      return block_of(a) < block_of(b);
+    });
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const std::string& name : names) {
+      if (cancelled && cancelled())
+        return io_error("interrupted; " + o.output_dir + " left as it was");
+      QS_ASSIGN_OR_RETURN(Tensor t, ckpt.get(name));
+      summary.bytes_before += t.nbytes();
+      const std::string module =
+          name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : "";
+      auto it = by_module.find(module);
+      if (it == by_module.end() || !it->second->quantize) {
+        tensors.emplace_back(name, t);
+        continue;
+      }
+      const LayerPlan& l = *it->second;
+      QS_RETURN_IF_ERROR(rtn_quantize_and_pack(module, plan.parsed.scheme_for(module), o.format,
+                                               t.to_f32(), l.n, l.k, &tensors));
+      ++summary.n_quantized;
+      const int64_t block = block_of(module);
+      if (block >= 0 && --linears_left[block] == 0) {
+        ++blocks_done;
+        if (progress) progress(blocks_done, static_cast<int64_t>(linears_left.size()));
+      }
+    }
+    const std::string out_name = sharded ? file : "model.safetensors";
+    for (const auto& [name, t] : tensors) {
+      summary.bytes_after += t.nbytes();
+      weight_map[name] = out_name;
+    }
+    QS_RETURN_IF_ERROR(
+        io::write_safetensors(out.dir() + "/" + out_name, tensors, {{"format", "pt"}}));
+  }
+  if (sharded) {
+    QS_RETURN_IF_ERROR(io::write_json(
+        out.dir() + "/" + kIndexFile,
+        {{"metadata", {{"total_size", summary.bytes_after}}}, {"weight_map", weight_map}}));
+  }
+  // As auto-round: the same dict in config.json and in quantization_config.json (§3.5).
+  config["quantization_config"] = plan.quantization_config;
+  QS_RETURN_IF_ERROR(io::write_json(out.dir() + "/config.json", config));
+  QS_RETURN_IF_ERROR(
+      io::write_json(out.dir() + "/quantization_config.json", plan.quantization_config));
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(src, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || !is_companion_file(name)) continue;
+    fs::copy_file(e.path(), fs::path(out.dir()) / name, ec);
+    if (ec) return io_error("cannot copy " + e.path().string() + ": " + ec.message());
+  }
+  if (ec) return io_error("cannot list " + src + ": " + ec.message());
+  if (cancelled && cancelled()) return io_error("interrupted; " + o.output_dir + " left as it was");
+  QS_RETURN_IF_ERROR(out.commit());
+
+  for (const LayerPlan& l : plan.layers) {
+    if (!l.quantize) summary.kept.emplace_back(l.module, l.reason);
+  }
+  summary.scheme = scheme_name(o.spec) + " as " + io::export_format_name(o.format) + " (" +
+                   plan.parsed.format() + "), RTN";
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return summary;
+}
+
+std::string format_summary(const QuantizeSummary& s) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "| scheme | layers quantized | kept 16-bit | size before | size after | ratio | "
+                "time |\n|---|---:|---:|---:|---:|---:|---:|\n| %s | %lld | %zu | %.1f MiB | "
+                "%.1f MiB | %.3f | %.1f s |\n",
+                s.scheme.c_str(), static_cast<long long>(s.n_quantized), s.kept.size(),
+                s.bytes_before / 1048576.0, s.bytes_after / 1048576.0,
+                s.bytes_before ? static_cast<double>(s.bytes_after) / s.bytes_before : 0.0,
+                s.seconds);
+  std::string out = buf;
+  // Layers kept 16-bit, grouped by reason.
+  std::map<std::string, std::vector<std::string>> by_reason;
+  for (const auto& [module, reason] : s.kept) by_reason[reason].push_back(module);
+  for (const auto& [reason, modules] : by_reason) {
+    out += "kept 16-bit (" + reason + "): " + std::to_string(modules.size()) + " layer" +
+           (modules.size() == 1 ? "" : "s") + ": " + modules[0];
+    if (modules.size() > 1) out += ", ... " + modules.back();
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace qs::quant

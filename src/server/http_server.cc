@@ -1,0 +1,167 @@
+// server: routes, authentication, access log and shutdown (see http_server.h).
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <ctime>
+
+#include "core/log.h"
+#include "server/openai_response.h"
+
+#ifndef QS_VERSION
+#define QS_VERSION "unknown"
+#endif
+
+namespace qs::server {
+namespace {
+
+constexpr const char* kRequestIdHeader = "X-Request-Id";
+// Bodies past this are refused (413) before they are read into memory.
+constexpr size_t kMaxBodyBytes = 64u << 20;
+// How long shutdown waits for aborted requests to send their last bytes.
+constexpr std::chrono::milliseconds kDrainTimeout{10000};
+
+bool authorized(const httplib::Request& req, const std::string& api_key) {
+  return req.get_header_value("Authorization") == "Bearer " + api_key;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ServerOptions options, const ModelInfo& model, GenerationBackend& backend,
+                       ServerMetrics& metrics)
+    : options_(std::move(options)),
+      model_(model),
+      backend_(backend),
+      metrics_(metrics),
+      generation_(model, backend, metrics, inflight_),
+      http_(std::make_unique<httplib::Server>()),
+      started_(static_cast<int64_t>(std::time(nullptr))) {
+  install_routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+void HttpServer::install_routes() {
+  httplib::Server& s = *http_;
+  const int n_threads = std::max(options_.http_threads, 4);
+  s.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  s.set_payload_max_length(kMaxBodyBytes);
+
+  // Every request: an id, and the API key check on /v1/*.
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    std::string id = req.get_header_value(kRequestIdHeader);
+    if (id.empty()) id = random_request_id();
+    res.set_header(kRequestIdHeader, id);
+    const bool protected_path = req.path == "/v1" || req.path.rfind("/v1/", 0) == 0;
+    if (!options_.api_key.empty() && protected_path && !authorized(req, options_.api_key)) {
+      send_error(res, unauthorized());
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // Errors without a body (unknown path: 404, body too large: 413, ...) get the envelope.
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty() || res.content_provider_) {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        ApiError e{res.status, res.status == 404 ? "NotFoundError" : "BadRequestError",
+                   res.status == 404   ? "Not Found: " + req.method + " " + req.path
+                   : res.status == 413 ? "The request body is too large."
+                                       : "HTTP error " + std::to_string(res.status) + ".",
+                   ""};
+        send_error(res, e);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  s.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        QS_LOG_ERROR("%s %s: %s", req.method.c_str(), req.path.c_str(), what.c_str());
+        send_error(res, internal_server_error(what));
+      });
+  // One line per request, written when the response (a whole stream included) has gone.
+  s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    QS_LOG_INFO("%s:%d \"%s %s %s\" %d request_id=%s", req.remote_addr.c_str(), req.remote_port,
+                req.method.c_str(), req.path.c_str(), req.version.c_str(), res.status,
+                res.get_header_value(kRequestIdHeader).c_str());
+  });
+
+  auto generate = [this](Endpoint endpoint) {
+    return [this, endpoint](const httplib::Request& req, httplib::Response& res) {
+      if (draining_) return send_error(res, service_unavailable("The server is shutting down."));
+      generation_.handle(endpoint, req, res, res.get_header_value(kRequestIdHeader));
+    };
+  };
+  s.Post("/v1/completions", generate(Endpoint::kCompletions));
+  s.Post("/v1/chat/completions", generate(Endpoint::kChat));
+
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(to_wire(models_response(model_, started_)), "application/json");
+  });
+  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    TokenizeRequest t;
+    if (auto e = parse_tokenize_request(req.body, model_, &t)) return send_error(res, *e);
+    res.set_content(to_wire(tokenize_response(t.ids, t.return_token_strs, model_)),
+                    "application/json");
+  });
+  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    DetokenizeRequest d;
+    if (auto e = parse_detokenize_request(req.body, model_, &d)) return send_error(res, *e);
+    const std::string text = model_.tokenizer->decode(d.ids, /*skip_special=*/true);
+    res.set_content(to_wire(Json{{"prompt", text}}), "application/json");
+  });
+  auto health = [this](const httplib::Request&, httplib::Response& res) {
+    // vLLM: 200 with an empty body while the engine lives, 503 once it has died.
+    res.status = backend_.healthy() ? 200 : 503;
+    if (res.status != 200) send_error(res, service_unavailable("The engine is not running."));
+  };
+  s.Get("/health", health);
+  s.Get("/ping", health);
+  s.Post("/ping", health);
+  s.Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(to_wire(Json{{"version", QS_VERSION}}), "application/json");
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    metrics_.set_engine_stats(backend_.stats());
+    res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+}
+
+Result<int> HttpServer::bind() {
+  const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
+                   : http_->bind_to_port(options_.host, options_.port) ? options_.port
+                                                                       : -1;
+  if (port <= 0) {
+    return io_error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                    " (address in use, or not an address of this machine)");
+  }
+  return port;
+}
+
+Status HttpServer::serve() {
+  if (!http_->listen_after_bind() && !draining_) {
+    return io_error("the HTTP listener stopped unexpectedly");
+  }
+  return ok_status();
+}
+
+void HttpServer::shutdown() {
+  if (draining_.exchange(true)) return;
+  // New generation requests now get 503; everything in flight ends with "abort" and its
+  // response (stream or body) is completed before the listener goes.
+  for (const std::string& id : inflight_.ids()) backend_.abort(id);
+  if (!inflight_.wait_empty(kDrainTimeout)) {
+    QS_LOG_WARN("shutdown: requests still in flight after %lld ms; closing anyway",
+                static_cast<long long>(kDrainTimeout.count()));
+  }
+  http_->stop();
+}
+
+}  // namespace qs::server

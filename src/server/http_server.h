@@ -1,0 +1,61 @@
+// server: the OpenAI-compatible HTTP server on cpp-httplib. Routes: GET /v1/models,
+// POST /v1/completions and /v1/chat/completions, POST /tokenize and /detokenize, GET /health
+// (and /ping), GET /version, GET /metrics. With an API key, every /v1/* path needs
+// `Authorization: Bearer <key>`; the others stay open, as in vLLM. Each request gets an id
+// (the client's X-Request-Id, else a random one) echoed in the X-Request-Id header, the
+// response id and one access-log line. shutdown() stops accepting work, aborts what is in
+// flight, lets those responses end, then stops the listener.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "server/backend.h"
+#include "server/generation_handler.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace qs::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;        // 0: any free port (bind() says which)
+  std::string api_key;    // empty: no authentication
+  int http_threads = 64;  // concurrent connections served; a stream holds one
+};
+
+class HttpServer {
+ public:
+  // All references must outlive the server.
+  HttpServer(ServerOptions options, const ModelInfo& model, GenerationBackend& backend,
+             ServerMetrics& metrics);
+  ~HttpServer();
+
+  // Binds the listening socket; returns the port.
+  Result<int> bind();
+  // Serves until shutdown(); call after bind().
+  Status serve();
+  // Thread-safe and idempotent; returns once the listener has stopped.
+  void shutdown();
+
+ private:
+  void install_routes();
+
+  ServerOptions options_;
+  const ModelInfo& model_;
+  GenerationBackend& backend_;
+  ServerMetrics& metrics_;
+  InflightRequests inflight_;
+  GenerationHandler generation_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<bool> draining_{false};
+  const int64_t started_ = 0;  // unix seconds, the `created` of /v1/models
+};
+
+}  // namespace qs::server

@@ -1,0 +1,172 @@
+// quant: the tuner's block forward (quant/block.h) computes what the engine's decoder layer
+// (models/blocks.h + the residual wiring of models/model.cc) computes, for Llama with llama3
+// rope scaling, Qwen2 (q/k/v bias) and Qwen3 (q/k-norm, head_dim != hidden / n_heads), on a
+// layer copied with copy_block; and copy_block refuses quantized or misshapen weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "models/blocks.h"
+#include "ops/elementwise.h"
+#include "quant/block.h"
+#include "quant/block_tuner.h"
+
+namespace qs::quant {
+namespace {
+
+models::ModelConfig config_for(models::Family family) {
+  models::ModelConfig c;
+  c.family = family;
+  c.hidden_size = 32;
+  c.intermediate_size = 48;
+  c.n_layers = 1;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = family == models::Family::kQwen3 ? 12 : 8;
+  c.max_position_embeddings = 64;
+  c.rms_norm_eps = 1e-6;
+  c.qkv_bias = family == models::Family::kQwen2;
+  c.qk_norm = family == models::Family::kQwen3;
+  if (family == models::Family::kLlama) {
+    c.rope.theta = 500000.0;
+    c.rope.scaling = models::RopeScaling::kLlama3;
+    c.rope.factor = 8.0;
+    c.rope.original_max_position_embeddings = 16;
+  }
+  return c;
+}
+
+std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+Tensor random_weight(std::mt19937& rng, int64_t n, int64_t k) {
+  const float b = 1.5f / std::sqrt(static_cast<float>(k));
+  return Tensor::from_f32(DType::kF32, {n, k}, random_floats(rng, n * k, -b, b));
+}
+
+models::DecoderLayerWeights random_layer(const models::ModelConfig& c, std::mt19937& rng) {
+  models::DecoderLayerWeights l;
+  const int64_t h = c.hidden_size, q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim;
+  l.attn_norm = random_floats(rng, h, 0.8f, 1.2f);
+  l.mlp_norm = random_floats(rng, h, 0.8f, 1.2f);
+  l.attn.wq = random_weight(rng, q, h);
+  l.attn.wk = random_weight(rng, kv, h);
+  l.attn.wv = random_weight(rng, kv, h);
+  l.attn.wo = random_weight(rng, h, q);
+  if (c.qkv_bias) {
+    l.attn.bq = random_floats(rng, q, -0.3f, 0.3f);
+    l.attn.bk = random_floats(rng, kv, -0.3f, 0.3f);
+    l.attn.bv = random_floats(rng, kv, -0.3f, 0.3f);
+  }
+  if (c.qk_norm) {
+    l.attn.q_norm = random_floats(rng, c.head_dim, 0.8f, 1.2f);
+    l.attn.k_norm = random_floats(rng, c.head_dim, 0.8f, 1.2f);
+  }
+  l.mlp.gate = random_weight(rng, c.intermediate_size, h);
+  l.mlp.up = random_weight(rng, c.intermediate_size, h);
+  l.mlp.down = random_weight(rng, h, c.intermediate_size);
+  return l;
+}
+
+// The engine's layer on one sequence at positions 0..n-1, as model.cc wires it.
+std::vector<float> engine_layer(const models::ModelConfig& c, const models::DecoderLayerWeights& l,
+                                const std::vector<float>& x_in, int64_t n, ThreadPool& pool) {
+  const int64_t h = c.hidden_size, block_size = 16, n_blocks = (n + block_size - 1) / block_size;
+  std::vector<float> kc(n_blocks * block_size * c.n_kv_heads * c.head_dim), vc(kc.size());
+  const ops::PagedKvLayer cache{DType::kF32, kc.data(),    vc.data(), n_blocks,
+                                block_size,  c.n_kv_heads, c.head_dim};
+  std::vector<int32_t> table(n_blocks);
+  for (int64_t b = 0; b < n_blocks; ++b) table[b] = static_cast<int32_t>(b);
+  const ops::AttentionSeq seqs[] = {{0, n, 0, table}};
+  std::vector<int32_t> positions(n);
+  for (int64_t t = 0; t < n; ++t) positions[t] = static_cast<int32_t>(t);
+  std::vector<float> cos, sin;
+  models::rope_tables(models::rope_inv_freq(c), positions, &cos, &sin);
+  std::vector<float> x = x_in, hbuf(n * h), delta(n * h);
+  models::BlockScratch scratch;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  ops::rms_norm(x.data(), n, h, l.attn_norm.data(), eps, hbuf.data());
+  EXPECT_TRUE(models::attention_block(c, l.attn, hbuf.data(), n, cos.data(), sin.data(), cache,
+                                      seqs, scratch, delta.data(), pool)
+                  .ok());
+  ops::add_inplace(x.data(), delta.data(), n * h);
+  ops::rms_norm(x.data(), n, h, l.mlp_norm.data(), eps, hbuf.data());
+  EXPECT_TRUE(models::mlp_block(c, l.mlp, hbuf.data(), n, scratch, delta.data(), pool).ok());
+  ops::add_inplace(x.data(), delta.data(), n * h);
+  return x;
+}
+
+class QuantBlockModel : public ::testing::TestWithParam<models::Family> {};
+
+TEST_P(QuantBlockModel, ForwardMatchesEngineLayer) {
+  const models::ModelConfig c = config_for(GetParam());
+  std::mt19937 rng(9);
+  const models::DecoderLayerWeights layer = random_layer(c, rng);
+  auto block = copy_block(layer, c, 0);
+  ASSERT_TRUE(block.ok()) << block.status().message();
+  ThreadPool pool(2);
+  const int64_t n = 37;  // crosses KV blocks and the llama3 original context of 16
+  const std::vector<float> x = random_floats(rng, n * c.hidden_size, -2.0f, 2.0f);
+  const std::vector<float> want = engine_layer(c, layer, x, n, pool);
+  PerLinear<const float*> w;
+  for (int i = 0; i < kNumLinears; ++i) w[i] = block->w[i].data();
+  std::vector<float> got(want.size());
+  block_forward<float>(*block, w, x.data(), 1, n, nullptr, nullptr, got.data(), pool);
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::abs(want[i]))) << "at " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, QuantBlockModel,
+                         ::testing::Values(models::Family::kLlama, models::Family::kQwen2,
+                                           models::Family::kQwen3));
+
+TEST(QuantBlockModelCopy, RejectsMisshapenWeights) {
+  const models::ModelConfig c = config_for(models::Family::kLlama);
+  std::mt19937 rng(10);
+  models::DecoderLayerWeights layer = random_layer(c, rng);
+  layer.mlp.up = random_weight(rng, c.intermediate_size + 1, c.hidden_size);
+  auto block = copy_block(layer, c, 3);
+  ASSERT_FALSE(block.ok());
+  EXPECT_NE(block.status().message().find("mlp.up_proj"), std::string::npos);
+  EXPECT_NE(block.status().message().find("layer 3"), std::string::npos);
+}
+
+// The loaded-layer overload of tune_block copies the layer and tunes it; its errors name the
+// layer.
+TEST(QuantBlockModelCopy, TuneBlockOnLoadedLayer) {
+  const models::ModelConfig c = config_for(models::Family::kQwen3);
+  std::mt19937 rng(12);
+  models::DecoderLayerWeights layer = random_layer(c, rng);
+  ThreadPool pool(1);
+  const int64_t n_samples = 2, seqlen = 6;
+  const std::vector<float> x = random_floats(rng, n_samples * seqlen * c.hidden_size, -1, 1);
+  std::vector<float> y(x.size());
+  auto block = copy_block(layer, c, 0);
+  ASSERT_TRUE(block.ok());
+  BlockCalibration calib{x.data(), nullptr, nullptr, nullptr, n_samples, seqlen};
+  ASSERT_TRUE(block_output(*block, {}, calib, y.data(), pool).ok());
+  calib.targets = y.data();
+  PerLinear<formats::QuantScheme> schemes;
+  for (auto& s : schemes) s = {formats::Layout::kGptq, 4, 16, true};
+  TuneOptions opt;
+  opt.iters = 3;
+  auto r = tune_block(layer, c, 0, schemes, calib, opt, pool);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_GT(r->initial_loss, 0.0);
+  EXPECT_LE(r->best_loss, r->initial_loss);
+  for (const auto& w : r->weights) ASSERT_TRUE(w.has_value());
+  layer.attn.wk = random_weight(rng, 3, c.hidden_size);
+  auto bad = tune_block(layer, c, 7, schemes, calib, opt, pool);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("layer 7 self_attn.k_proj"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace qs::quant
