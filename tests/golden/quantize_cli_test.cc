@@ -179,26 +179,27 @@ TEST_F(QuantizeCli, BadInputFailsCleanly) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--group_size 96 divides the input size of no layer"), std::string::npos)
       << r.output;
-  // The tuned modes check their calibration length against the model before sampling.
+  // The tuned modes plan the layers (stories260K's attention takes group 32) and check their
+  // calibration length against the model before sampling.
   const std::string stories = std::string(QS_SOURCE_DIR) + "/models/stories260K";
   r = run_cli("quantize --model " + stories + " --output_dir " + out +
-              " --iters 200 --seqlen 1024 --nsamples 32");
+              " --group_size 32 --iters 200 --seqlen 1024 --nsamples 32");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--seqlen 1024 exceeds the model's max_position_embeddings 512"),
             std::string::npos)
       << r.output;
   // Calibration input problems are reported as such.
   r = run_cli("quantize --model " + stories + " --output_dir " + out + " --dataset " +
-              path("missing.txt"));
+              path("missing.txt") + " --group_size 32 --seqlen 64");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find(path("missing.txt")), std::string::npos) << r.output;
   std::ofstream(path("empty.jsonl")).flush();
   r = run_cli("quantize --model " + stories + " --output_dir " + out + " --dataset " +
-              path("empty.jsonl"));
+              path("empty.jsonl") + " --group_size 32 --seqlen 64");
   EXPECT_NE(r.output.find("holds no text"), std::string::npos) << r.output;
   std::ofstream(path("short.txt")) << "Once upon a time.\nThe end.\n";
   r = run_cli("quantize --model " + stories + " --output_dir " + out + " --dataset " +
-              path("short.txt") + " --seqlen 64");
+              path("short.txt") + " --group_size 32 --seqlen 64");
   EXPECT_NE(r.output.find("shorter than one calibration sample of 64 tokens"), std::string::npos)
       << r.output;
   r = run(kRtn + " --scheme W5A16");
