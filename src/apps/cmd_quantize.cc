@@ -102,12 +102,16 @@ Status run(const Flags& flags) {
   // finished line stays (and is the only one written when stderr is not a terminal).
   auto tune_progress = [&](const quant::BlockReport& b) {
     if (!tty && !b.done) return;
+    // OPT-RTN (iters 0) has no iterations: its line carries the RTN and searched losses only.
+    const std::string iter =
+        b.iters > 0 ? "  iter " + std::to_string(b.iter) + "/" + std::to_string(b.iters) : "";
+    const std::string best_iter = b.iters > 0 ? " (iter " + std::to_string(b.best_iter) + ")" : "";
     std::fprintf(stderr,
-                 "%squantize: block %lld/%lld  iter %d/%d  initial loss %.6g  best loss %.6g "
-                 "(iter %d)  elapsed %.0f s  ETA %.0f s%s",
+                 "%squantize: block %lld/%lld%s  initial loss %.6g  best loss %.6g%s  elapsed "
+                 "%.0f s  ETA %.0f s%s",
                  tty ? "\r\033[K" : "", static_cast<long long>(b.index + 1),
-                 static_cast<long long>(b.total), b.iter, b.iters, b.initial_loss, b.best_loss,
-                 b.best_iter, b.elapsed, b.eta, b.done ? "\n" : "");
+                 static_cast<long long>(b.total), iter.c_str(), b.initial_loss, b.best_loss,
+                 best_iter.c_str(), b.elapsed, b.eta, b.done ? "\n" : "");
   };
   QS_ASSIGN_OR_RETURN(quant::QuantizeSummary summary,
                       quant::quantize(

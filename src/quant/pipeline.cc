@@ -200,8 +200,10 @@ std::string format_summary(const QuantizeSummary& s) {
         "\n| block | initial loss (RTN) | best loss | best iter | time "
         "|\n|---:|---:|---:|---:|---:|\n";
     for (const BlockReport& b : s.blocks) {
-      std::snprintf(buf, sizeof(buf), "| %lld | %.6g | %.6g | %d | %.1f s |\n",
-                    static_cast<long long>(b.index), b.initial_loss, b.best_loss, b.best_iter,
+      // OPT-RTN has no iterations: "-" in the best-iteration column.
+      const std::string best_iter = b.iters > 0 ? std::to_string(b.best_iter) : "-";
+      std::snprintf(buf, sizeof(buf), "| %lld | %.6g | %.6g | %s | %.1f s |\n",
+                    static_cast<long long>(b.index), b.initial_loss, b.best_loss, best_iter.c_str(),
                     b.seconds);
       out += buf;
     }

@@ -36,8 +36,11 @@ Result<PerLinear<std::optional<formats::QuantizedWeight>>> opt_rtn_block(
     const formats::QuantScheme& s = schemes[j];
     if (!s.quantized()) continue;
     const int64_t n = block.out_features(j), k = block.in_features(j);
-    out[j] = opt_rtn(block.w[j].data(), n, k, s.bits, s.group_size, s.sym, imatrix[j].data());
     rtn[j] = formats::rtn_quantize(block.w[j].data(), n, k, s.bits, s.group_size, s.sym);
+    // The tool turns OPT-RTN off for 8-bit int (§1.5): those linears stay plain RTN.
+    out[j] = s.bits >= 8
+                 ? *rtn[j]
+                 : opt_rtn(block.w[j].data(), n, k, s.bits, s.group_size, s.sym, imatrix[j].data());
     out_ptrs[j] = &*out[j];
     rtn_ptrs[j] = &*rtn[j];
   }
