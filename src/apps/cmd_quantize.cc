@@ -54,11 +54,15 @@ Result<quant::QuantizeOptions> options_from_flags(const Flags& f) {
   QS_ASSIGN_OR_RETURN(o.batch_size, f.get_int("batch_size"));
   QS_ASSIGN_OR_RETURN(int64_t seed, f.get_int("seed"));
   o.seed = static_cast<uint64_t>(seed);
-  for (const char* name : {"lr", "minmax_lr"}) {
-    if (f.has(name)) QS_RETURN_IF_ERROR(f.get_double(name).status());
+  if (f.has("lr")) {
+    QS_ASSIGN_OR_RETURN(o.lr, f.get_double("lr"));
   }
-  QS_RETURN_IF_ERROR(f.get_int("gradient_accumulate_steps").status());
-  QS_RETURN_IF_ERROR(f.get_int("threads").status());
+  if (f.has("minmax_lr")) {
+    QS_ASSIGN_OR_RETURN(o.minmax_lr, f.get_double("minmax_lr"));
+  }
+  QS_ASSIGN_OR_RETURN(o.gradient_accumulate_steps, f.get_int("gradient_accumulate_steps"));
+  QS_ASSIGN_OR_RETURN(int64_t threads, f.get_int("threads"));
+  o.threads = static_cast<int>(threads);
   o.dataset = f.get("dataset");
   o.quant_lm_head = f.get_bool("quant_lm_head");
   o.disable_opt_rtn = f.get_bool("disable_opt_rtn");
@@ -94,8 +98,24 @@ Status run(const Flags& flags) {
                  static_cast<long long>(total));
     if (done == total) std::fprintf(stderr, "\n");
   };
+  // Tuned modes: one line per block, rewritten in place while it tunes on a terminal; the
+  // finished line stays (and is the only one written when stderr is not a terminal).
+  auto tune_progress = [&](const quant::BlockReport& b) {
+    if (!tty && !b.done) return;
+    // OPT-RTN (iters 0) has no iterations: its line carries the RTN and searched losses only.
+    const std::string iter =
+        b.iters > 0 ? "  iter " + std::to_string(b.iter) + "/" + std::to_string(b.iters) : "";
+    const std::string best_iter = b.iters > 0 ? " (iter " + std::to_string(b.best_iter) + ")" : "";
+    std::fprintf(stderr,
+                 "%squantize: block %lld/%lld%s  initial loss %.6g  best loss %.6g%s  elapsed "
+                 "%.0f s  ETA %.0f s%s",
+                 tty ? "\r\033[K" : "", static_cast<long long>(b.index + 1),
+                 static_cast<long long>(b.total), iter.c_str(), b.initial_loss, b.best_loss,
+                 best_iter.c_str(), b.elapsed, b.eta, b.done ? "\n" : "");
+  };
   QS_ASSIGN_OR_RETURN(quant::QuantizeSummary summary,
-                      quant::quantize(o, progress, [] { return g_cancel.load(); }));
+                      quant::quantize(
+                          o, progress, [] { return g_cancel.load(); }, tune_progress));
   std::printf("quantized %s into %s\n%s", o.model_dir.c_str(), o.output_dir.c_str(),
               quant::format_summary(summary).c_str());
   if (!flags.get_bool("verify")) return ok_status();

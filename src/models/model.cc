@@ -288,4 +288,16 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
   return ops::linear(h.data(), n_rows, lm_head_, nullptr, logits->data(), pool);
 }
 
+Status Model::embed(std::span<const int32_t> ids, float* out) const {
+  const int64_t hidden = config_.hidden_size;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (ids[t] < 0 || ids[t] >= config_.vocab_size) {
+      return invalid_argument("embed: token id " + std::to_string(ids[t]) +
+                              " outside the vocabulary of " + std::to_string(config_.vocab_size));
+    }
+    embed_row(embed_, ids[t], out + static_cast<int64_t>(t) * hidden);
+  }
+  return ok_status();
+}
+
 }  // namespace qs::models

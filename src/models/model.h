@@ -77,6 +77,12 @@ class Model {
   Status forward(const ForwardBatch& batch, std::span<const ops::PagedKvLayer> kv, ThreadPool& pool,
                  std::vector<float>* logits) const;
 
+  // For the offline quantizer (quant/), which runs the decoder blocks one at a time on
+  // calibration activations: the embedding rows of `ids` as f32 into out [ids.size(), hidden]
+  // (ids outside the vocabulary are errors), and read-only access to one layer's weights.
+  Status embed(std::span<const int32_t> ids, float* out) const;
+  const DecoderLayerWeights& layer(int64_t index) const { return layers_.at(index); }
+
  private:
   ModelConfig config_;
   io::QuantConfig quant_;

@@ -50,37 +50,14 @@ std::string scheme_name(const io::IntQuantSpec& s) {
   return preset ? std::string(preset) + " (" + out + ")" : out;
 }
 
-// The tuned modes: calibration is drawn (and its problems reported) first; the tuner plugs in
-// here, at the one call site below, once it is merged.
-Status quantize_calibrated(const QuantizeOptions& o) {
-  QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(o.model_dir));
-  const std::string dataset = o.dataset.empty() ? default_calibration_dataset() : o.dataset;
-  QS_ASSIGN_OR_RETURN(std::vector<std::string> docs, read_calibration_documents(dataset));
-  CalibrationOptions c;
-  c.nsamples = o.nsamples;
-  c.seqlen = o.seqlen;
-  c.seed = o.seed;
-  QS_ASSIGN_OR_RETURN(CalibrationSet set, sample_calibration(*tokenizer, docs, c, dataset));
-  const std::string drawn = "calibration: " + std::to_string(set.samples.size()) + " samples x " +
-                            std::to_string(o.seqlen) + " tokens from " + dataset + " (" +
-                            std::to_string(set.n_whole) + " whole documents, " +
-                            std::to_string(set.n_concatenated) + " from concatenated ones); ";
-  if (o.iters > 0) {
-    return unimplemented(drawn + "AutoRound tuning (--iters " + std::to_string(o.iters) +
-                         ") is not built yet; run RTN with --iters 0 --disable_opt_rtn");
-  }
-  return unimplemented(drawn +
-                       "OPT-RTN (--iters 0 without --disable_opt_rtn) is not built yet; add "
-                       "--disable_opt_rtn for pure RTN");
-}
-
 }  // namespace
 
 Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& progress,
-                                 const std::function<bool()>& cancelled) {
+                                 const std::function<bool()>& cancelled,
+                                 const BlockReportFn& tune_progress) {
   const auto t0 = std::chrono::steady_clock::now();
   QS_RETURN_IF_ERROR(check_options(o));
-  if (o.iters > 0 || !o.disable_opt_rtn) return quantize_calibrated(o);
+  const bool tuned_mode = o.iters > 0 || !o.disable_opt_rtn;
   const std::string src = o.model_dir;
   QS_ASSIGN_OR_RETURN(json config, io::read_json(src + "/config.json"));
   if (config.contains("quantization_config") || fs::exists(src + "/quantization_config.json")) {
@@ -88,9 +65,21 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
   }
   QS_ASSIGN_OR_RETURN(models::ModelConfig mc, models::parse_model_config(config));
   QS_ASSIGN_OR_RETURN(QuantPlan plan, plan_quantization(o, mc));
+  if (tuned_mode && mc.max_position_embeddings > 0 && o.seqlen > mc.max_position_embeddings) {
+    return invalid_argument("--seqlen " + std::to_string(o.seqlen) +
+                            " exceeds the model's max_position_embeddings " +
+                            std::to_string(mc.max_position_embeddings));
+  }
   QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(src));
   for (const models::TensorSpec& t : models::expected_tensors(mc)) {
     QS_RETURN_IF_ERROR(ckpt.get(t.name, t.shape).status());
+  }
+  // The tuned modes run the whole model block by block before anything is written; their
+  // block linears then replace RTN in the streaming export below (lm_head, when quantized, is
+  // outside every block and stays RTN).
+  TunedModel tuned;
+  if (tuned_mode) {
+    QS_ASSIGN_OR_RETURN(tuned, tune_model(o, plan, cancelled, tune_progress));
   }
   QS_ASSIGN_OR_RETURN(StagedOutput out, StagedOutput::begin(o.output_dir, o.overwrite));
 
@@ -126,8 +115,15 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
         continue;
       }
       const LayerPlan& l = *it->second;
-      QS_RETURN_IF_ERROR(rtn_quantize_and_pack(module, plan.parsed.scheme_for(module), o.format,
-                                               t.to_f32(), l.n, l.k, &tensors));
+      auto tuned_it = tuned.weights.find(module);
+      if (tuned_it != tuned.weights.end()) {
+        QS_RETURN_IF_ERROR(pack_quantized(module, plan.parsed.scheme_for(module), o.format,
+                                          std::move(tuned_it->second), &tensors));
+        tuned.weights.erase(tuned_it);
+      } else {
+        QS_RETURN_IF_ERROR(rtn_quantize_and_pack(module, plan.parsed.scheme_for(module), o.format,
+                                                 t.to_f32(), l.n, l.k, &tensors));
+      }
       ++summary.n_quantized;
       const int64_t block = block_of(module);
       if (block >= 0 && --linears_left[block] == 0) {
@@ -168,7 +164,12 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
     if (!l.quantize) summary.kept.emplace_back(l.module, l.reason);
   }
   summary.scheme = scheme_name(o.spec) + " as " + io::export_format_name(o.format) + " (" +
-                   plan.parsed.format() + "), RTN";
+                   plan.parsed.format() + "), " +
+                   (o.iters > 0  ? "AutoRound (--iters " + std::to_string(o.iters) + ")"
+                    : tuned_mode ? "OPT-RTN"
+                                 : "RTN");
+  summary.calibration = tuned.calibration;
+  summary.blocks = std::move(tuned.blocks);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return summary;
 }
@@ -192,6 +193,20 @@ std::string format_summary(const QuantizeSummary& s) {
            (modules.size() == 1 ? "" : "s") + ": " + modules[0];
     if (modules.size() > 1) out += ", ... " + modules.back();
     out += "\n";
+  }
+  if (!s.calibration.empty()) out += "calibration: " + s.calibration + "\n";
+  if (!s.blocks.empty()) {
+    out +=
+        "\n| block | initial loss (RTN) | best loss | best iter | time "
+        "|\n|---:|---:|---:|---:|---:|\n";
+    for (const BlockReport& b : s.blocks) {
+      // OPT-RTN has no iterations: "-" in the best-iteration column.
+      const std::string best_iter = b.iters > 0 ? std::to_string(b.best_iter) : "-";
+      std::snprintf(buf, sizeof(buf), "| %lld | %.6g | %.6g | %s | %.1f s |\n",
+                    static_cast<long long>(b.index), b.initial_loss, b.best_loss, best_iter.c_str(),
+                    b.seconds);
+      out += buf;
+    }
   }
   return out;
 }

@@ -1,22 +1,25 @@
-// quant: the `quantserve quantize` pipeline, spelled like auto-round's CLI. Today it runs the
-// pure RTN path (--iters 0 --disable_opt_rtn): auto-round's "model-free mode", shard by shard
-// through the source safetensors without building the model (autoround.md §1.5), packing
-// every planned linear through formats/ in the chosen export format, with the
+// quant: the `quantserve quantize` pipeline, spelled like auto-round's CLI. Pure RTN
+// (--iters 0 --disable_opt_rtn) is auto-round's "model-free mode": shard by shard through the
+// source safetensors without building the model (autoround.md §1.5). The tuned modes, AutoRound
+// (--iters > 0) and OPT-RTN (--iters 0), draw calibration samples (calibration.h), load the
+// model and run it block by block (§2, pipeline_tuned.cc), then write through the same
+// streaming export with each block linear's tuned weight in place of its RTN result. Every
+// planned linear is packed through formats/ in the chosen export format, with the
 // quantization_config of §3.5 in config.json and in quantization_config.json. The output is
-// staged in a temporary directory beside the target and renamed into place only when
-// complete (staged_output.h). The tuned modes (AutoRound --iters > 0, OPT-RTN) draw their
-// calibration samples (calibration.h) and then stop with a "not built yet" error at the one
-// call site where the tuner plugs in; nothing is written.
+// staged in a temporary directory beside the target and renamed into place only when complete
+// (staged_output.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "formats/quantized_weight.h"
 #include "io/quant_config.h"
 #include "io/quant_export.h"
 #include "models/model_config.h"
@@ -42,6 +45,11 @@ struct QuantizeOptions {
   int64_t seqlen = 2048;
   int64_t batch_size = 8;
   uint64_t seed = 42;
+  // AutoRound (TuneOptions): 0 = the tool's defaults.
+  double lr = 0;
+  double minmax_lr = 0;
+  int64_t gradient_accumulate_steps = 1;
+  int threads = 1;
 };
 
 // --scheme W4A16|W8A16|W3A16|W2A16 (autoround.md §1.8: int, group 128, sym).
@@ -75,22 +83,58 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& options,
 // location (exists without --overwrite; the source itself).
 Status check_options(const QuantizeOptions& options);
 
+// One decoder block of a tuned run (AutoRound or OPT-RTN). Losses are the block
+// reconstruction MSE against the full-precision block's outputs: for AutoRound the tuner's
+// mini-batch losses (initial = RTN), for OPT-RTN block_loss over the whole calibration set
+// with RTN (initial) and with the searched scales (best).
+struct BlockReport {
+  int64_t index = 0, total = 0;
+  int iter = 0, iters = 0;  // during tuning: the iteration just run
+  double initial_loss = 0;
+  double best_loss = 0;
+  int best_iter = 0;
+  double seconds = 0;  // this block so far
+  double elapsed = 0;  // the whole tuned run so far
+  double eta = 0;      // estimated seconds left for the remaining blocks
+  bool done = false;   // false: a progress update during tuning
+};
+using BlockReportFn = std::function<void(const BlockReport&)>;
+
 struct QuantizeSummary {
   int64_t n_quantized = 0;
   std::vector<std::pair<std::string, std::string>> kept;  // (module, reason)
   uint64_t bytes_before = 0;                              // all tensors of the source
   uint64_t bytes_after = 0;                               // all tensors written
   double seconds = 0;
-  std::string scheme;  // "W4A16 (int4 g128 sym) as auto_round:auto_gptq"
+  std::string scheme;               // "W4A16 (int4 g128 sym) as auto_round:auto_gptq, AutoRound"
+  std::string calibration;          // tuned modes: what was drawn
+  std::vector<BlockReport> blocks;  // tuned modes: per block, in order
 };
 
 // Progress of the streaming path: `done` of `total` blocks finished.
 using ProgressFn = std::function<void(int64_t done, int64_t total)>;
 
-// Runs the pipeline. `cancelled` is polled between tensors (Ctrl-C/SIGTERM): when it returns
-// true the run stops with an error and the staging directory is removed.
+// Runs the pipeline. `cancelled` is polled between tensors and between tuning blocks
+// (Ctrl-C/SIGTERM): when it returns true the run stops with an error and the staging
+// directory is removed. `tune_progress` hears each tuning iteration and each finished block of
+// the tuned modes.
 Result<QuantizeSummary> quantize(const QuantizeOptions& options, const ProgressFn& progress,
-                                 const std::function<bool()>& cancelled);
+                                 const std::function<bool()>& cancelled,
+                                 const BlockReportFn& tune_progress = {});
+
+// The tuned modes' block-by-block pass (pipeline_tuned.cc, autoround.md §2): embeds the
+// calibration samples, then per block computes the full-precision targets, tunes (AutoRound) or
+// scale-searches (OPT-RTN) its planned linears on the quantized chain's inputs, and advances
+// both chains. `weights` maps each tuned module ("model.layers.3.mlp.up_proj") to its weight;
+// layers the plan keeps 16-bit stay full precision in both chains.
+struct TunedModel {
+  std::map<std::string, formats::QuantizedWeight> weights;
+  std::vector<BlockReport> blocks;
+  std::string calibration;
+};
+Result<TunedModel> tune_model(const QuantizeOptions& options, const QuantPlan& plan,
+                              const std::function<bool()>& cancelled,
+                              const BlockReportFn& tune_progress);
 
 // The summary as a markdown table plus the lists of layers kept 16-bit.
 std::string format_summary(const QuantizeSummary& summary);

@@ -269,8 +269,24 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const models::Mode
   QS_ASSIGN_OR_RETURN(plan.quantization_config,
                       io::make_quantization_config(o.format, o.spec, dense));
   QS_RETURN_IF_ERROR(add_exceptions(o.format, o.spec, plan.layers, &plan.quantization_config));
-  if (o.format == io::ExportFormat::kAutoRound && o.disable_opt_rtn) {
-    plan.quantization_config["model_free"] = true;  // §3.5: what model-free mode writes
+  if (o.format == io::ExportFormat::kAutoRound) {
+    json& qc = plan.quantization_config;
+    if (o.iters == 0 && o.disable_opt_rtn) qc["model_free"] = true;  // §3.5: model-free mode
+    // §3.5: tuning hyperparameters only where they differ from the tool's defaults (iters 0
+    // marks RTN / OPT-RTN); calibration ones only when calibration ran.
+    if (o.iters != 200) qc["iters"] = o.iters;
+    if (o.iters > 0 || !o.disable_opt_rtn) {
+      if (o.nsamples != 128) qc["nsamples"] = o.nsamples;
+      if (o.seqlen != 2048) qc["seqlen"] = o.seqlen;
+    }
+    if (o.iters > 0) {
+      if (o.batch_size != 8) qc["batch_size"] = o.batch_size;
+      if (o.gradient_accumulate_steps != 1) {
+        qc["gradient_accumulate_steps"] = o.gradient_accumulate_steps;
+      }
+      if (o.lr > 0) qc["lr"] = o.lr;
+      if (o.minmax_lr > 0) qc["minmax_lr"] = o.minmax_lr;
+    }
   }
   QS_ASSIGN_OR_RETURN(plan.parsed,
                       io::parse_quant_config(plan.quantization_config, "quantization_config"));

@@ -9,8 +9,15 @@ namespace qs::quant {
 Status rtn_quantize_and_pack(const std::string& module, const formats::QuantScheme& scheme,
                              io::ExportFormat format, const std::vector<float>& values, int64_t n,
                              int64_t k, std::vector<std::pair<std::string, Tensor>>* out) {
-  formats::QuantizedWeight w =
-      formats::rtn_quantize(values.data(), n, k, scheme.bits, scheme.group_size, scheme.sym);
+  return pack_quantized(
+      module, scheme, format,
+      formats::rtn_quantize(values.data(), n, k, scheme.bits, scheme.group_size, scheme.sym), out);
+}
+
+Status pack_quantized(const std::string& module, const formats::QuantScheme& scheme,
+                      io::ExportFormat format, formats::QuantizedWeight w,
+                      std::vector<std::pair<std::string, Tensor>>* out) {
+  const int64_t n = w.n, k = w.k;
   if (format == io::ExportFormat::kAutoGptq) {
     w.g_idx.resize(k);
     for (int64_t c = 0; c < k; ++c) w.g_idx[c] = static_cast<int32_t>(c / w.group_size);
@@ -23,10 +30,10 @@ Status rtn_quantize_and_pack(const std::string& module, const formats::QuantSche
   formats::StoredTensors stored = std::move(*packed);
   QS_ASSIGN_OR_RETURN(formats::QuantizedWeight back, formats::unpack(module, scheme, stored, n, k));
   if (back.codes != w.codes || back.zeros != w.zeros || back.scales != w.scales) {
-    return invalid_argument(module + ": " + io::export_format_name(format) + " (" +
-                            scheme.describe() +
-                            ") cannot store this layer's RTN result exactly (e.g. a zero point "
-                            "of 0 under GPTQ v1's zero-1); choose another --format");
+    return invalid_argument(
+        module + ": " + io::export_format_name(format) + " (" + scheme.describe() +
+        ") cannot store this layer's quantized weight exactly (e.g. a zero point "
+        "of 0 under GPTQ v1's zero-1); choose another --format");
   }
   for (auto& [suffix, tensor] : stored) out->emplace_back(module + "." + suffix, std::move(tensor));
   return ok_status();

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "formats/quant_scheme.h"
+#include "formats/quantized_weight.h"
 #include "io/quant_export.h"
 
 namespace qs::quant {
@@ -21,5 +22,11 @@ namespace qs::quant {
 Status rtn_quantize_and_pack(const std::string& module, const formats::QuantScheme& scheme,
                              io::ExportFormat format, const std::vector<float>& values, int64_t n,
                              int64_t k, std::vector<std::pair<std::string, Tensor>>* out);
+
+// The same for an already quantized linear (AutoRound's tuned or OPT-RTN's weight, whose
+// bits, group size and symmetry are `scheme`'s): packed, unpacked and compared code for code.
+Status pack_quantized(const std::string& module, const formats::QuantScheme& scheme,
+                      io::ExportFormat format, formats::QuantizedWeight w,
+                      std::vector<std::pair<std::string, Tensor>>* out);
 
 }  // namespace qs::quant

@@ -3,8 +3,8 @@
 // export format; the result loads and runs; config.json and quantization_config.json carry
 // the same dict; companion files are copied; layer_config and --quant_lm_head are honoured;
 // sharded sources stay sharded; bad input (unsupported bits, a group size that divides
-// nothing, tied lm_head, unbuilt modes, an existing or read-only output, a full disk, an
-// interrupted run) fails cleanly and leaves nothing half-written.
+// nothing, tied lm_head, a calibration length past the context, an existing or read-only output, a
+// full disk, an interrupted run) fails cleanly and leaves nothing half-written.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -179,27 +179,27 @@ TEST_F(QuantizeCli, BadInputFailsCleanly) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--group_size 96 divides the input size of no layer"), std::string::npos)
       << r.output;
-  // The tuned modes draw calibration from the shipped text, then stop: nothing is written.
+  // The tuned modes plan the layers (stories260K's attention takes group 32) and check their
+  // calibration length against the model before sampling.
   const std::string stories = std::string(QS_SOURCE_DIR) + "/models/stories260K";
   r = run_cli("quantize --model " + stories + " --output_dir " + out +
-              " --iters 200 --seqlen 256 --nsamples 32");
+              " --group_size 32 --iters 200 --seqlen 1024 --nsamples 32");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("calibration: 32 samples x 256 tokens"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("AutoRound tuning (--iters 200) is not built yet"), std::string::npos);
-  r = run_cli("quantize --model " + stories + " --output_dir " + out + " --iters 0");
-  EXPECT_NE(r.output.find("OPT-RTN"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--seqlen 1024 exceeds the model's max_position_embeddings 512"),
+            std::string::npos)
+      << r.output;
   // Calibration input problems are reported as such.
   r = run_cli("quantize --model " + stories + " --output_dir " + out + " --dataset " +
-              path("missing.txt"));
+              path("missing.txt") + " --group_size 32 --seqlen 64");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find(path("missing.txt")), std::string::npos) << r.output;
   std::ofstream(path("empty.jsonl")).flush();
   r = run_cli("quantize --model " + stories + " --output_dir " + out + " --dataset " +
-              path("empty.jsonl"));
+              path("empty.jsonl") + " --group_size 32 --seqlen 64");
   EXPECT_NE(r.output.find("holds no text"), std::string::npos) << r.output;
   std::ofstream(path("short.txt")) << "Once upon a time.\nThe end.\n";
   r = run_cli("quantize --model " + stories + " --output_dir " + out + " --dataset " +
-              path("short.txt") + " --seqlen 64");
+              path("short.txt") + " --group_size 32 --seqlen 64");
   EXPECT_NE(r.output.find("shorter than one calibration sample of 64 tokens"), std::string::npos)
       << r.output;
   r = run(kRtn + " --scheme W5A16");

@@ -1,0 +1,171 @@
+// quant: the block-by-block pass of the tuned modes (autoround.md §2; see pipeline.h). Two
+// chains of activations run through the decoder: the full-precision chain (X_fp, the
+// unquantized model's activations, whose block outputs are the tuning targets) and the
+// quantized chain (X_q, the outputs of the blocks already quantized; enable_quanted_input=True,
+// the tool's default), on which each block is tuned. Only three [n_samples, seqlen, hidden] f32
+// buffers live at a time: X_fp, X_q and the current targets.
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+#include "formats/rtn.h"
+#include "models/model.h"
+#include "quant/block_tuner.h"
+#include "quant/calibration.h"
+#include "quant/opt_rtn.h"
+#include "quant/pipeline.h"
+
+namespace qs::quant {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// OPT-RTN of one block: the imatrix of each linear on the quantized chain's inputs (§1.5), then
+// the weighted scale search. Losses are the whole set's block MSE with RTN and with the result,
+// so the report reads like AutoRound's (initial = RTN).
+Result<PerLinear<std::optional<formats::QuantizedWeight>>> opt_rtn_block(
+    const BlockTensors<float>& block, const PerLinear<formats::QuantScheme>& schemes,
+    const BlockCalibration& calib, ThreadPool& pool, BlockReport* report) {
+  QS_ASSIGN_OR_RETURN(auto imatrix, block_imatrix(block, calib, pool));
+  PerLinear<std::optional<formats::QuantizedWeight>> out, rtn;
+  PerLinear<const formats::QuantizedWeight*> out_ptrs{}, rtn_ptrs{};
+  for (int j = 0; j < kNumLinears; ++j) {
+    const formats::QuantScheme& s = schemes[j];
+    if (!s.quantized()) continue;
+    const int64_t n = block.out_features(j), k = block.in_features(j);
+    rtn[j] = formats::rtn_quantize(block.w[j].data(), n, k, s.bits, s.group_size, s.sym);
+    // The tool turns OPT-RTN off for 8-bit int (§1.5): those linears stay plain RTN.
+    out[j] = s.bits >= 8
+                 ? *rtn[j]
+                 : opt_rtn(block.w[j].data(), n, k, s.bits, s.group_size, s.sym, imatrix[j].data());
+    out_ptrs[j] = &*out[j];
+    rtn_ptrs[j] = &*rtn[j];
+  }
+  QS_ASSIGN_OR_RETURN(report->initial_loss, block_loss(block, rtn_ptrs, calib, pool));
+  QS_ASSIGN_OR_RETURN(report->best_loss, block_loss(block, out_ptrs, calib, pool));
+  return out;
+}
+
+}  // namespace
+
+Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
+                              const std::function<bool()>& cancelled,
+                              const BlockReportFn& tune_progress) {
+  QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(o.model_dir));
+  const std::string dataset = o.dataset.empty() ? default_calibration_dataset() : o.dataset;
+  QS_ASSIGN_OR_RETURN(std::vector<std::string> docs, read_calibration_documents(dataset));
+  CalibrationOptions c;
+  c.nsamples = o.nsamples;
+  c.seqlen = o.seqlen;
+  c.seed = o.seed;
+  QS_ASSIGN_OR_RETURN(CalibrationSet set, sample_calibration(*tokenizer, docs, c, dataset));
+  TunedModel result;
+  result.calibration = std::to_string(set.samples.size()) + " samples x " +
+                       std::to_string(o.seqlen) + " tokens from " + dataset + " (" +
+                       std::to_string(set.n_whole) + " whole documents, " +
+                       std::to_string(set.n_concatenated) + " from concatenated ones)";
+
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::Model::load(o.model_dir));
+  const models::ModelConfig& config = model->config();
+  const int64_t n = static_cast<int64_t>(set.samples.size()), seqlen = o.seqlen;
+  const int64_t hidden = config.hidden_size, per_sample = seqlen * hidden;
+  std::vector<float> x_fp(n * per_sample), x_q, targets(n * per_sample);
+  for (int64_t s = 0; s < n; ++s) {
+    QS_RETURN_IF_ERROR(model->embed(set.samples[s], x_fp.data() + s * per_sample));
+  }
+  x_q = x_fp;  // block 0 sees the embeddings on both chains
+  // Every sample is exactly seqlen real tokens (calibration.h), so attention needs no mask.
+  // The loss drops each sample's last position, as the tool does since v0.15 (§1.4 item 4).
+  std::vector<uint8_t> loss_mask(n * seqlen, 1);
+  for (int64_t s = 0; s < n; ++s) loss_mask[s * seqlen + seqlen - 1] = 0;
+
+  std::map<std::string, const LayerPlan*> by_module;
+  for (const LayerPlan& l : plan.layers) by_module[l.module] = &l;
+  ThreadPool pool(std::max(1, o.threads));
+  TuneOptions t;
+  t.iters = static_cast<int>(o.iters);
+  t.lr = o.lr;
+  t.minmax_lr = o.minmax_lr;
+  t.batch_size = static_cast<int>(o.batch_size);
+  t.gradient_accumulate_steps = static_cast<int>(o.gradient_accumulate_steps);
+  t.seed = o.seed;
+
+  const int64_t n_blocks = config.n_layers;
+  const auto tune_start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    if (cancelled && cancelled())
+      return io_error("interrupted; " + o.output_dir + " left as it was");
+    const auto block_start = std::chrono::steady_clock::now();
+    QS_ASSIGN_OR_RETURN(BlockTensors<float> block, copy_block(model->layer(i), config, i));
+    const std::string prefix = "model.layers." + std::to_string(i) + ".";
+    PerLinear<formats::QuantScheme> schemes{};  // default: kDense, kept full precision
+    for (int j = 0; j < kNumLinears; ++j) {
+      const std::string module = prefix + linear_name(j);
+      auto it = by_module.find(module);
+      if (it != by_module.end() && it->second->quantize)
+        schemes[j] = plan.parsed.scheme_for(module);
+    }
+    // FP chain: the original block on the unquantized activations gives the targets.
+    const PerLinear<const formats::QuantizedWeight*> fp_weights{};
+    const BlockCalibration fp{x_fp.data(), nullptr, nullptr, loss_mask.data(), n, seqlen};
+    QS_RETURN_IF_ERROR(block_output(block, fp_weights, fp, targets.data(), pool));
+    const BlockCalibration calib{x_q.data(), targets.data(), nullptr, loss_mask.data(), n, seqlen};
+
+    BlockReport report;
+    report.index = i;
+    report.total = n_blocks;
+    report.iters = t.iters;
+    auto fill_times = [&](double fraction_of_block) {
+      report.seconds = seconds_since(block_start);
+      report.elapsed = seconds_since(tune_start);
+      const double done = static_cast<double>(i) + fraction_of_block;
+      report.eta = done > 0 ? report.elapsed / done * (static_cast<double>(n_blocks) - done) : 0;
+    };
+    PerLinear<std::optional<formats::QuantizedWeight>> tuned;
+    if (o.iters > 0) {
+      double best = INFINITY;
+      auto on_iter = [&](int iter, double loss) {
+        if (iter == 0) report.initial_loss = loss;
+        if (loss < best) {
+          best = loss;
+          report.best_loss = loss;
+          report.best_iter = iter;
+        }
+        report.iter = iter;
+        fill_times(static_cast<double>(iter + 1) / t.iters);
+        if (tune_progress) tune_progress(report);
+      };
+      QS_ASSIGN_OR_RETURN(TuneResult r, tune_block(block, schemes, calib, t, pool, on_iter));
+      report.initial_loss = r.initial_loss;
+      report.best_loss = r.best_loss;
+      report.best_iter = r.best_iter;
+      tuned = std::move(r.weights);
+    } else {
+      QS_ASSIGN_OR_RETURN(tuned, opt_rtn_block(block, schemes, calib, pool, &report));
+    }
+    // Quantized chain: this block with its quantized weights on its own inputs feeds the next
+    // block. x_fp is free once the targets exist, so it takes the new X_q and the old X_q's
+    // buffer becomes the next targets' scratch.
+    PerLinear<const formats::QuantizedWeight*> q_weights{};
+    for (int j = 0; j < kNumLinears; ++j) q_weights[j] = tuned[j] ? &*tuned[j] : nullptr;
+    if (i + 1 < n_blocks) {
+      QS_RETURN_IF_ERROR(block_output(block, q_weights, calib, x_fp.data(), pool));
+      std::swap(x_q, x_fp);      // x_q = Block_q(X_q)
+      std::swap(x_fp, targets);  // x_fp = Y_fp; targets = scratch
+    }
+    for (int j = 0; j < kNumLinears; ++j) {
+      if (tuned[j]) result.weights.emplace(prefix + linear_name(j), std::move(*tuned[j]));
+    }
+    report.iter = t.iters;
+    report.done = true;
+    fill_times(1.0);
+    if (tune_progress) tune_progress(report);
+    result.blocks.push_back(report);
+  }
+  return result;
+}
+
+}  // namespace qs::quant

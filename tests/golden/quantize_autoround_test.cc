@@ -1,0 +1,234 @@
+// golden: the tuned modes of `quantserve quantize` (AutoRound --iters > 0, OPT-RTN --iters 0)
+// end to end on tiny random Llama and Qwen3 checkpoints that carry stories260K's tokenizer:
+// the output loads with no flag; every exported linear unpacks to exactly the weight the
+// block-by-block pass tuned, and the checkpoint's logits match the dense model built from those
+// weights dequantized; every block's best loss is at most its RTN loss; AutoRound's and
+// OPT-RTN's KL to the full-precision model are at most RTN's; the same seed gives
+// byte-identical safetensors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/cli.h"
+#include "eval/eval_run.h"
+#include "formats/layouts.h"
+#include "io/checkpoint.h"
+#include "io/quant_config.h"
+#include "models/model.h"
+#include "quant/pipeline.h"
+
+namespace qs {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::CliResult;
+using testing::run_cli;
+using testing::slurp;
+
+const std::string kStories = std::string(QS_SOURCE_DIR) + "/models/stories260K";
+const std::string kEvalText = std::string(QS_SOURCE_DIR) + "/data/eval/tinystories-valid.txt.1000";
+
+class QuantizeTuned : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "qs_autoround_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    // Shapes that are multiples of 32 so every block linear is quantized; vocab 512 to use
+    // stories260K's tokenizer for calibration and evaluation.
+    json config = {{"hidden_size", 64},
+                   {"intermediate_size", 128},
+                   {"num_hidden_layers", 2},
+                   {"num_attention_heads", 4},
+                   {"num_key_value_heads", 2},
+                   {"vocab_size", 512},
+                   {"max_position_embeddings", 128},
+                   {"rms_norm_eps", 1e-5},
+                   {"tie_word_embeddings", false},
+                   {"bos_token_id", 1},
+                   {"eos_token_id", 2}};
+    if (GetParam() == "qwen3") {
+      config["architectures"] = {"Qwen3ForCausalLM"};
+      config["model_type"] = "qwen3";
+      config["head_dim"] = 32;  // q_dim 128 != hidden, as Qwen3
+    } else {
+      config["architectures"] = {"LlamaForCausalLM"};
+      config["model_type"] = "llama";
+    }
+    std::ofstream(dir_ + "/tiny.json") << config.dump();
+    CliResult r =
+        run_cli("make-model --config " + dir_ + "/tiny.json --dtype bf16 --seed 5 --out " + src());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const char* f : {"tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"}) {
+      fs::copy_file(kStories + "/" + f, src() + "/" + f);
+    }
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string src() const { return dir_ + "/src"; }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+  quant::QuantizeOptions options(const std::string& out, int bits, int64_t iters,
+                                 bool opt_rtn = true) const {
+    quant::QuantizeOptions o;
+    o.model_dir = src();
+    o.output_dir = path(out);
+    o.spec.bits = bits;
+    o.spec.group_size = 32;
+    o.iters = iters;
+    o.disable_opt_rtn = !opt_rtn;
+    o.nsamples = 8;
+    o.seqlen = 32;
+    o.threads = 2;
+    return o;
+  }
+
+  // KL of `model` against `reference` on held-out text (the eval layer).
+  static json eval(const std::string& model, const std::string& reference) {
+    eval::EvalRequest req;
+    req.model_dir = model;
+    req.reference_dir = reference;
+    req.dataset = kEvalText;
+    req.seqlen = 64;
+    req.max_tokens = 4096;
+    req.threads = 2;
+    Result<json> r = eval::run_eval(req);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? *r : json();
+  }
+
+  std::string dir_;
+};
+
+// The dense model with each tuned linear replaced by its dequantized weight (f32), everything
+// else copied from the source: the "fake-quant" model the tuner optimised.
+void write_fake_quant(const std::string& src, const quant::TunedModel& tuned,
+                      const std::string& out) {
+  fs::create_directories(out);
+  io::Checkpoint ckpt = io::Checkpoint::open(src).value();
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& name : ckpt.names()) {
+    const std::string module = name.substr(0, name.size() - std::string(".weight").size());
+    auto it = tuned.weights.find(module);
+    if (!name.ends_with(".weight") || it == tuned.weights.end()) {
+      tensors.emplace_back(name, ckpt.get(name).value());
+      continue;
+    }
+    Tensor t = Tensor::zeros(DType::kF32, {it->second.n, it->second.k});
+    formats::dequantize(it->second, t.ptr<float>());
+    tensors.emplace_back(name, std::move(t));
+  }
+  ASSERT_TRUE(io::write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}}).ok());
+  for (const char* f :
+       {"config.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"}) {
+    fs::copy_file(src + "/" + f, out + "/" + f);
+  }
+}
+
+TEST_P(QuantizeTuned, AutoRoundExportIsTheTunedModel) {
+  const quant::QuantizeOptions o = options("ar", 2, 20);
+  // Through the CLI as a user runs it; the result loads with no flag.
+  CliResult r = run_cli("quantize --model " + src() + " --output_dir " + o.output_dir +
+                        " --bits 2 --group_size 32 --iters 20 --nsamples 8 --seqlen 32 "
+                        "--threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("AutoRound (--iters 20)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| block | initial loss (RTN) | best loss"), std::string::npos);
+  auto model = models::Model::load(o.output_dir);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const io::QuantConfig& qc = (*model)->quant_config();
+  ASSERT_TRUE(qc.quantized());
+  const json written = json::parse(slurp(o.output_dir + "/quantization_config.json"));
+  EXPECT_EQ(written["iters"], 20);
+  EXPECT_FALSE(written.contains("model_free"));
+
+  // The same pass through the library, same seed: the weights it tunes are exactly what the
+  // checkpoint stores (pack -> unpack, code for code and scale for scale).
+  auto plan = quant::plan_quantization(o, (*model)->config());
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto tuned = quant::tune_model(o, *plan, nullptr, nullptr);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().to_string();
+  ASSERT_EQ(tuned->weights.size(), 14u);  // 2 blocks x 7 linears
+  io::Checkpoint out = io::Checkpoint::open(o.output_dir).value();
+  for (const auto& [module, w] : tuned->weights) {
+    formats::StoredTensors stored;
+    for (const std::string& name : out.names()) {
+      if (name.rfind(module + ".", 0) == 0) stored[name.substr(module.size() + 1)] = *out.get(name);
+    }
+    auto back = formats::unpack(module, qc.scheme_for(module), stored, w.n, w.k);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(back->codes, w.codes) << module;
+    EXPECT_EQ(back->scales, w.scales) << module;
+    EXPECT_EQ(back->zeros, w.zeros) << module;
+  }
+  // Its logits are the fake-quant model's, up to the kernels' int8 activations: far closer to
+  // it than the quantization itself is to the full-precision model.
+  write_fake_quant(src(), *tuned, path("fake"));
+  const json vs_fake = eval(o.output_dir, path("fake"));
+  const json vs_fp = eval(o.output_dir, src());
+  EXPECT_LT(vs_fake["kl_mean"].get<double>(), 0.02 * vs_fp["kl_mean"].get<double>())
+      << vs_fake.dump() << vs_fp.dump();
+  EXPECT_GT(vs_fake["top1_agreement"].get<double>(), 0.97) << vs_fake.dump();
+}
+
+TEST_P(QuantizeTuned, TunedModesBeatRtn) {
+  auto rtn = quant::quantize(options("rtn", 2, 0, /*opt_rtn=*/false), nullptr, nullptr);
+  ASSERT_TRUE(rtn.ok()) << rtn.status().to_string();
+  EXPECT_TRUE(rtn->blocks.empty());
+  auto opt = quant::quantize(options("opt", 2, 0), nullptr, nullptr);
+  ASSERT_TRUE(opt.ok()) << opt.status().to_string();
+  int reports = 0;
+  auto ar = quant::quantize(options("ar", 2, 20), nullptr, nullptr,
+                            [&](const quant::BlockReport&) { ++reports; });
+  ASSERT_TRUE(ar.ok()) << ar.status().to_string();
+  EXPECT_EQ(reports, 2 * 20 + 2);  // each iteration of each block, then each block's end
+  ASSERT_EQ(ar->blocks.size(), 2u);
+  for (const quant::BlockReport& b : ar->blocks) {
+    EXPECT_LE(b.best_loss, b.initial_loss) << "block " << b.index;
+    EXPECT_GT(b.initial_loss, 0);
+  }
+  // OPT-RTN minimises an imatrix-weighted weight error, not the block loss; its losses are
+  // reported, and its KL must still not lose to RTN's.
+  ASSERT_EQ(opt->blocks.size(), 2u);
+  const double kl_rtn = eval(path("rtn"), src())["kl_mean"].get<double>();
+  const double kl_opt = eval(path("opt"), src())["kl_mean"].get<double>();
+  const double kl_ar = eval(path("ar"), src())["kl_mean"].get<double>();
+  EXPECT_LE(kl_opt, kl_rtn);
+  EXPECT_LT(kl_ar, kl_rtn);
+  RecordProperty("kl_rtn", std::to_string(kl_rtn));
+  RecordProperty("kl_opt_rtn", std::to_string(kl_opt));
+  RecordProperty("kl_autoround", std::to_string(kl_ar));
+  std::printf("%s W2G32: KL RTN %.5f, OPT-RTN %.5f, AutoRound(20 iters) %.5f\n", GetParam().c_str(),
+              kl_rtn, kl_opt, kl_ar);
+}
+
+TEST_P(QuantizeTuned, SameSeedSameBytes) {
+  for (const char* out : {"a", "b"}) {
+    auto r = quant::quantize(options(out, 3, 10), nullptr, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+  }
+  EXPECT_EQ(slurp(path("a") + "/model.safetensors"), slurp(path("b") + "/model.safetensors"));
+  quant::QuantizeOptions other = options("c", 3, 10);
+  other.seed = 7;
+  ASSERT_TRUE(quant::quantize(other, nullptr, nullptr).ok());
+  EXPECT_NE(slurp(path("a") + "/model.safetensors"), slurp(path("c") + "/model.safetensors"));
+}
+
+TEST_P(QuantizeTuned, InterruptedTuningLeavesNothing) {
+  int polls = 0;
+  auto r = quant::quantize(options("stop", 4, 5), nullptr, [&] { return ++polls > 1; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("interrupted"), std::string::npos);
+  EXPECT_FALSE(fs::exists(path("stop")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, QuantizeTuned, ::testing::Values("llama", "qwen3"));
+
+}  // namespace
+}  // namespace qs
