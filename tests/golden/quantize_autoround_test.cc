@@ -121,7 +121,7 @@ void write_fake_quant(const std::string& src, const quant::TunedModel& tuned,
       continue;
     }
     Tensor t = Tensor::zeros(DType::kF32, {it->second.n, it->second.k});
-    formats::dequantize(it->second, t.ptr<float>());
+    formats::dequantize(it->second, t.mutable_ptr<float>());
     tensors.emplace_back(name, std::move(t));
   }
   ASSERT_TRUE(io::write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}}).ok());
