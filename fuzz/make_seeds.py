@@ -20,7 +20,12 @@ def read(path):
         return f.read()
 
 
+ONLY = set(sys.argv[1:])  # make_seeds.py [TARGET...]: write only these targets' seeds
+
+
 def seed(target, name, data):
+    if ONLY and target not in ONLY:
+        return
     os.makedirs(os.path.join(OUT, target), exist_ok=True)
     with open(os.path.join(OUT, target, name), "wb") as f:
         f.write(data)
@@ -166,7 +171,205 @@ def main():
     wcls = struct.pack(f"<{vocab * dim}f", *[0.5] * (vocab * dim))
     seed("llama2c", "tiny_wcls", struct.pack("<7i", dim, hidden, layers, heads, kv, -vocab, seq)
          + floats + wcls + SEP)
+    gguf_seeds()
+    openai_seeds()
     return 0
+
+
+# GGUF (gguf.h): little-endian; strings are a u64 length and bytes; arrays an element type, a
+# u64 count and the elements; tensor data offsets are relative to the aligned data section.
+GGUF_SCALAR = {"u32": (4, "<I"), "i32": (5, "<i"), "f32": (6, "<f"), "bool": (7, "<?"),
+               "u64": (10, "<Q")}
+
+
+def gguf_str(text):
+    b = text.encode() if isinstance(text, str) else text
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_value(kind, value):
+    """(type id, bytes) of a value; kind is a scalar name, "str", or ("arr", elem kind)."""
+    if kind == "str":
+        return 8, gguf_str(value)
+    if isinstance(kind, tuple):
+        t, _ = gguf_value(kind[1], value[0]) if value else (GGUF_SCALAR[kind[1]][0], b"")
+        body = b"".join(gguf_value(kind[1], v)[1] for v in value)
+        return 9, struct.pack("<IQ", t, len(value)) + body
+    t, fmt = GGUF_SCALAR[kind]
+    return t, struct.pack(fmt, value)
+
+
+def gguf(kvs, tensors, align=32):
+    """kvs: list of (key, kind, value); tensors: list of (name, ne, ggml type, bytes)."""
+    if align != 32:
+        kvs = kvs + [("general.alignment", "u32", align)]
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for key, kind, value in kvs:
+        t, b = gguf_value(kind, value)
+        out += gguf_str(key) + struct.pack("<I", t) + b
+    blobs, off = b"", 0
+    for name, ne, ggml_type, data in tensors:
+        out += gguf_str(name) + struct.pack(f"<I{len(ne)}QIQ", len(ne), *ne, ggml_type, off)
+        blobs += data + b"\0" * (-len(data) % align)
+        off = len(blobs)
+    return out + b"\0" * (-len(out) % align) + blobs
+
+
+# ggml types: (id, values per block, bytes per block); block bytes are filled with a pattern
+# whose f16 scales are small finite numbers (every other byte below 0x3c).
+GGML = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20),
+        "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q6_K": (14, 256, 210), "BF16": (30, 1, 2)}
+
+
+def ggml_tensor(name, ne, type_name, salt):
+    t, block, nbytes = GGML[type_name]
+    n = 1
+    for d in ne:
+        n *= d
+    size = n // block * nbytes
+    return (name, ne, t, bytes(((i * 7 + salt) % 0x3b) if i % 2 else (i * 13 + salt) % 256
+                               for i in range(size)))
+
+
+def gguf_seeds():
+    """A one-layer Llama with every importable tensor type and a byte-level BPE vocabulary
+    (the first tokens of the real gpt-2 vocabulary when ../shared/data has it), and a
+    SentencePiece ("llama") vocabulary with scores and no weights."""
+    hidden, ffn, heads, kv_heads, vocab = 32, 256, 2, 1, 64
+    head_dim = hidden // heads
+    tokens = [bytes([b]).decode("latin-1") for b in range(ord("a"), ord("a") + vocab - 8)]
+    tokens = ["<|endoftext|>"] + tokens + ["he", "ll", "hell", "hello", " w", "or", "ld"]
+    merges = ["h e", "l l", "he ll", "hell o", "o r", "l d"]
+    kvs = [("general.architecture", "str", "llama"), ("general.name", "str", "tiny"),
+           ("llama.block_count", "u32", 1), ("llama.context_length", "u32", 64),
+           ("llama.embedding_length", "u32", hidden), ("llama.feed_forward_length", "u32", ffn),
+           ("llama.attention.head_count", "u32", heads),
+           ("llama.attention.head_count_kv", "u32", kv_heads),
+           ("llama.attention.layer_norm_rms_epsilon", "f32", 1e-5),
+           ("llama.rope.freq_base", "f32", 10000.0),
+           ("llama.rope.dimension_count", "u32", head_dim),
+           ("tokenizer.ggml.model", "str", "gpt2"), ("tokenizer.ggml.pre", "str", "smollm"),
+           ("tokenizer.ggml.tokens", ("arr", "str"), tokens),
+           ("tokenizer.ggml.token_type", ("arr", "i32"), [3] + [1] * (len(tokens) - 1)),
+           ("tokenizer.ggml.merges", ("arr", "str"), merges),
+           ("tokenizer.ggml.bos_token_id", "u32", 0), ("tokenizer.ggml.eos_token_id", "u32", 0),
+           ("tokenizer.ggml.padding_token_id", "u32", 0xFFFFFFFF),
+           ("tokenizer.ggml.add_bos_token", "bool", False),
+           ("tokenizer.chat_template", "str",
+            "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}")]
+    kv_dim = kv_heads * head_dim
+    layer = [("attn_norm", [hidden], "F32"), ("attn_q", [hidden, hidden], "F32"),
+             ("attn_k", [hidden, kv_dim], "Q4_1"), ("attn_v", [hidden, kv_dim], "Q8_0"),
+             ("attn_output", [hidden, hidden], "F16"), ("ffn_norm", [hidden], "F32"),
+             ("ffn_gate", [hidden, ffn], "Q4_0"), ("ffn_up", [hidden, ffn], "BF16"),
+             ("ffn_down", [ffn, hidden], "Q4_K")]
+    tensors = [ggml_tensor("token_embd.weight", [hidden, vocab], "F16", 1)]
+    tensors += [ggml_tensor(f"blk.0.{n}.weight", ne, t, i + 2) for i, (n, ne, t) in
+                enumerate(layer)]
+    tensors.append(ggml_tensor("output_norm.weight", [hidden], "F32", 20))
+    seed("gguf", "llama_tied", gguf(kvs, tensors))
+    q6k = [t if t[0] != "blk.0.ffn_down.weight" else
+           ggml_tensor("blk.0.ffn_down.weight", [ffn, hidden], "Q6_K", 30) for t in tensors]
+    seed("gguf", "llama_q6k_output", gguf(kvs, q6k + [ggml_tensor(
+        "output.weight", [hidden, vocab], "Q8_0", 31)], align=64))
+    gpt2 = shared("tokenizers", "llama.cpp-vocab", "ggml-vocab-gpt-2.gguf")
+    spm = shared("tokenizers", "llama.cpp-vocab", "ggml-vocab-llama-spm.gguf")
+    if gpt2:
+        real = gguf_read_strings(read(gpt2), ["tokenizer.ggml.tokens", "tokenizer.ggml.merges"])
+        kept = real["tokenizer.ggml.tokens"][:600]
+        ok = set(kept)
+        merges = [m for m in real["tokenizer.ggml.merges"][:600]
+                  if all(p in ok for p in m.split(" ")) and m.replace(" ", "") in ok]
+        vocab_only = [kv for kv in kvs if not kv[0].startswith(("llama.", "tokenizer.ggml.t",
+                                                                "tokenizer.ggml.m"))]
+        seed("gguf", "gpt2_vocab", gguf(vocab_only + [
+            ("tokenizer.ggml.tokens", ("arr", "str"), kept),
+            ("tokenizer.ggml.merges", ("arr", "str"), merges)], []))
+    pieces = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    pieces += ["\u2581", "\u2581t", "he", "\u2581the", "\u2581a", "\u2581w", "or", "ld"]
+    if spm:
+        real = gguf_read_strings(read(spm), ["tokenizer.ggml.tokens"])["tokenizer.ggml.tokens"]
+        pieces += [p for p in real[259:400] if p not in pieces]
+    types = [2, 3, 3] + [6] * 256 + [1] * (len(pieces) - 259)
+    seed("gguf", "spm_vocab", gguf([
+        ("general.architecture", "str", "llama"), ("tokenizer.ggml.model", "str", "llama"),
+        ("tokenizer.ggml.tokens", ("arr", "str"), pieces),
+        ("tokenizer.ggml.scores", ("arr", "f32"), [-float(i) for i in range(len(pieces))]),
+        ("tokenizer.ggml.token_type", ("arr", "i32"), types),
+        ("tokenizer.ggml.bos_token_id", "u32", 1), ("tokenizer.ggml.eos_token_id", "u32", 2),
+        ("tokenizer.ggml.unknown_token_id", "u32", 0),
+        ("tokenizer.ggml.add_space_prefix", "bool", True)], []))
+
+
+def gguf_read_strings(b, keys):
+    """The string arrays `keys` of a GGUF file (enough of a reader for the seeds)."""
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    pos = 24
+    n_kv = struct.unpack_from("<Q", b, 16)[0]
+    out = {}
+
+    def string(pos):
+        n = struct.unpack_from("<Q", b, pos)[0]
+        return b[pos + 8:pos + 8 + n].decode("utf-8", "replace"), pos + 8 + n
+
+    def skip(t, pos):
+        if t == 8:
+            return string(pos)
+        return None, pos + sizes[t]
+
+    for _ in range(n_kv):
+        key, pos = string(pos)
+        t = struct.unpack_from("<I", b, pos)[0]
+        pos += 4
+        if t != 9:
+            _, pos = skip(t, pos)
+            continue
+        et, n = struct.unpack_from("<IQ", b, pos)
+        pos += 12
+        values = []
+        for _ in range(n):
+            v, pos = skip(et, pos)
+            values.append(v)
+        if key in keys:
+            out[key] = values
+    return out
+
+
+def openai_seeds():
+    """Request bodies of each endpoint, as the OpenAI client and vLLM's tests send them."""
+    bodies = {
+        "completions": [
+            {"model": "stories", "prompt": "Once upon a time", "max_tokens": 8},
+            {"prompt": ["a", "b"], "n": 2, "temperature": 0.5, "top_p": 0.9, "top_k": 5,
+             "stop": ["\n", "."], "seed": 7, "logprobs": 2, "echo": True},
+            {"prompt": [1, 2, 3], "stream": True,
+             "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+             "min_tokens": 2, "ignore_eos": True, "stop_token_ids": [2]},
+            {"prompt": [[1, 5], [1, 6]], "max_tokens": 4, "repetition_penalty": 1.2,
+             "presence_penalty": 0.5, "frequency_penalty": -0.5, "min_p": 0.1,
+             "skip_special_tokens": False, "include_stop_str_in_output": True, "user": "u"},
+        ],
+        "chat": [
+            {"model": "stories", "messages": [{"role": "user", "content": "Hi"}]},
+            {"messages": [{"role": "system", "content": "Be brief."},
+                          {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+                          {"role": "assistant", "content": "Hello"},
+                          {"role": "user", "content": "Again"}],
+             "max_completion_tokens": 5, "logprobs": True, "top_logprobs": 3, "n": 2},
+            {"messages": [{"role": "user", "content": "x"}], "max_tokens": 3, "stream": True,
+             "add_generation_prompt": False, "continue_final_message": True,
+             "chat_template_kwargs": {"enable_thinking": False}, "tools": None},
+        ],
+        "tokenize": [{"prompt": "Once upon a time", "add_special_tokens": True},
+                     {"messages": [{"role": "user", "content": "Hi"}],
+                      "return_token_strs": True}],
+        "detokenize": [{"tokens": [1, 400, 401, 2]}],
+    }
+    for endpoint, cases in bodies.items():
+        for i, body in enumerate(cases):
+            seed("openai_request", f"{endpoint}_{i}",
+                 endpoint.encode() + SEP + json.dumps(body).encode())
+    seed("openai_request", "all_endpoints", b'{"prompt": "hi", "tokens": [1]}')
 
 
 if __name__ == "__main__":

@@ -1,33 +1,46 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang, ASan + UBSan incl. float-cast-overflow) into build-fuzz/
-# and runs them. Findings land in fuzz/findings/TARGET/ (not committed); fixed ones are copied
-# to fuzz/regressions/TARGET/, which every build replays (ctest -L fuzz).
+# Builds the libFuzzer targets into build-san/ (the one clang build with ASan + UBSan incl.
+# float-cast-overflow and libFuzzer's coverage, which scripts/test.sh also runs every test
+# suite in) and runs them. Findings land in fuzz/findings/TARGET/ (not committed); fixed ones
+# are copied to fuzz/regressions/TARGET/, which every build replays (ctest -L fuzz).
 #   scripts/fuzz.sh TARGET SECONDS   fuzz one target (or "all", one after another); new inputs
 #                                    are merged, minimized, into fuzz/seeds/TARGET
-#   scripts/fuzz.sh --ci [SECONDS]   replay seeds and regressions, then SECONDS (default 20)
-#                                    per target, without touching fuzz/seeds
+#   scripts/fuzz.sh --campaign TARGET  the acceptance run: 10^6 executions or 30 minutes,
+#                                    whichever comes first, then the merge; prints the row
+#                                    for docs/reliability.md's table
+#   scripts/fuzz.sh --ci [SECONDS]   seeds and regressions, then SECONDS (default 10) per
+#                                    target, without touching fuzz/seeds
+#   scripts/fuzz.sh --configure      configure build-san/ only (scripts/test.sh builds it all)
 #   scripts/fuzz.sh --list           the targets
 # Long runs: one target at a time, under nice (-jobs=1 -workers=1 is libFuzzer's default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BUILD=build-san
 
 TARGETS=(safetensors checkpoint_index model_config quant_config generation_config tokenizer_json
-         vocab_merges tiktoken sentencepiece chat_template llama2c quant_layouts)
+         vocab_merges tiktoken sentencepiece chat_template llama2c quant_layouts gguf
+         openai_request)
 
 dict_for() {
   case "$1" in
     safetensors | checkpoint_index | quant_layouts) echo fuzz/dicts/safetensors.dict ;;
     chat_template) echo fuzz/dicts/jinja.dict ;;
+    gguf) echo fuzz/dicts/gguf.dict ;;
+    openai_request) echo fuzz/dicts/openai.dict ;;
     *) echo fuzz/dicts/json.dict ;;
   esac
 }
 
-build() {
-  if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
-    CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DQS_FUZZ=ON \
-      -DQS_BUILD_TESTS=OFF -DQS_BUILD_BENCH=OFF >/dev/null
+configure() {
+  if [[ ! -f $BUILD/CMakeCache.txt ]]; then
+    CC=clang CXX=clang++ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DQS_SANITIZE=ON \
+      -DQS_FUZZ=ON -DQS_BUILD_BENCH=OFF >/dev/null
   fi
-  cmake --build build-fuzz -j"$(nproc)" --target "$@" >/dev/null
+}
+
+build() {
+  configure
+  cmake --build "$BUILD" -j"$(nproc)" --target "$@" >/dev/null
 }
 
 # Common flags: 10 s per input is a hang; 2 GB is a memory blow-up; both are findings.
@@ -36,36 +49,64 @@ run_flags() {
     "-artifact_prefix=fuzz/findings/$1/ -print_final_stats=1"
 }
 
-replay() {  # seeds and regressions: every one must pass before fuzzing starts
-  local t=$1 dirs=("fuzz/seeds/$t")
-  [[ -d fuzz/regressions/$t ]] && dirs+=("fuzz/regressions/$t")
-  "build-fuzz/fuzz/${t}_fuzz" -runs=0 "${dirs[@]}" 2>&1 | tail -n 3
+inputs() {  # the committed corpus of a target: seeds, and past findings when it has any
+  echo "fuzz/seeds/$1"
+  [[ -d fuzz/regressions/$1 ]] && echo "fuzz/regressions/$1"
+  return 0
 }
 
-fuzz_one() {
-  local t=$1 seconds=$2 work="build-fuzz/corpus/$1"
+check_targets() {
+  for t in "$@"; do
+    [[ " ${TARGETS[*]} " == *" $t "* ]] || { echo "fuzz: no target '$t' (--list)" >&2; exit 2; }
+  done
+}
+
+# Fuzzes $1 with the extra libFuzzer flags $3... into build-san/corpus/$1, logging to $2, then
+# merges what added coverage, minimized, into fuzz/seeds/$1.
+fuzz_and_merge() {
+  local t=$1 log=$2 work="$BUILD/corpus/$1" merged
+  shift 2
   mkdir -p "$work" "fuzz/findings/$t"
-  echo "== $t: ${seconds}s" >&2
   # shellcheck disable=SC2046
-  nice -n 19 "build-fuzz/fuzz/${t}_fuzz" $(run_flags "$t") -max_total_time="$seconds" \
-    "$work" "fuzz/seeds/$t"
+  nice -n 19 "$BUILD/fuzz/${t}_fuzz" $(run_flags "$t") "$@" "$work" $(inputs "$t") 2>&1 |
+    tee "$log" | grep -E '^#[0-9]+ +(INITED|DONE)|ERROR|SUMMARY' >&2
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "fuzz: $t failed; see fuzz/findings/$t/" >&2; exit 1; }
+  merged=$(mktemp -d)
+  "$BUILD/fuzz/${t}_fuzz" -merge=1 "$merged" "fuzz/seeds/$t" "$work" >/dev/null 2>&1
+  rm -rf "fuzz/seeds/$t" && mv "$merged" "fuzz/seeds/$t"
+}
+
+# The table row of a finished run: executions, exec/s, cov, ft, corpus (files / size).
+row() {
+  local t=$1 log=$2
+  local execs rate cov ft
+  execs=$(grep -oE '^stat::number_of_executed_units: [0-9]+' "$log" | grep -oE '[0-9]+$')
+  rate=$(grep -oE '^stat::average_exec_per_sec: [0-9]+' "$log" | grep -oE '[0-9]+$')
+  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')
+  ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')
+  echo "| $t | $execs | $rate | $cov | $ft | $(find "fuzz/seeds/$t" -type f | wc -l) seeds," \
+    "$(du -sh "fuzz/seeds/$t" | cut -f1) | none |"
 }
 
 case "${1:-}" in
   --list)
     printf '%s\n' "${TARGETS[@]}"
     ;;
+  --configure)
+    configure
+    ;;
   --ci)
-    seconds="${2:-20}"
+    seconds="${2:-10}"
     build qs_fuzzers
-    for t in "${TARGETS[@]}"; do replay "$t"; done
     for t in "${TARGETS[@]}"; do
       work=$(mktemp -d)
       log="$work.log"
       mkdir -p "fuzz/findings/$t"
+      # The run starts by executing every seed and regression input (libFuzzer's initial
+      # corpus); new inputs go to the throw-away first directory.
       # shellcheck disable=SC2046
-      if ! "build-fuzz/fuzz/${t}_fuzz" $(run_flags "$t") -max_total_time="$seconds" "$work" \
-        "fuzz/seeds/$t" >"$log" 2>&1; then
+      if ! "$BUILD/fuzz/${t}_fuzz" $(run_flags "$t") -max_total_time="$seconds" "$work" \
+        $(inputs "$t") >"$log" 2>&1; then
         tail -n 60 "$log" >&2
         echo "fuzz: $t failed; the input is in fuzz/findings/$t/" >&2
         exit 1
@@ -74,8 +115,16 @@ case "${1:-}" in
       rm -rf "$work" "$log"
     done
     ;;
+  --campaign)
+    t=${2:?usage: scripts/fuzz.sh --campaign TARGET}
+    check_targets "$t"
+    build "${t}_fuzz"
+    log="$BUILD/campaign-$t.log"
+    fuzz_and_merge "$t" "$log" -runs=1000000 -max_total_time=1800
+    row "$t" "$log"
+    ;;
   "" | -h | --help)
-    sed -n '2,11p' "$0"
+    sed -n '2,15p' "$0"
     exit 2
     ;;
   *)
@@ -83,18 +132,11 @@ case "${1:-}" in
     seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
     list=("$target")
     [[ $target == all ]] && list=("${TARGETS[@]}")
-    for t in "${list[@]}"; do
-      [[ " ${TARGETS[*]} " == *" $t "* ]] || { echo "fuzz: no target '$t' (--list)" >&2; exit 2; }
-    done
+    check_targets "${list[@]}"
     build $(printf '%s_fuzz ' "${list[@]}")
     for t in "${list[@]}"; do
-      replay "$t"
-      fuzz_one "$t" "$seconds"
-      # Keep the committed corpus small: only inputs that add coverage, minimized.
-      merged=$(mktemp -d)
-      "build-fuzz/fuzz/${t}_fuzz" -merge=1 "$merged" "fuzz/seeds/$t" "build-fuzz/corpus/$t" \
-        >/dev/null 2>&1
-      rm -rf "fuzz/seeds/$t" && mv "$merged" "fuzz/seeds/$t"
+      fuzz_and_merge "$t" "$BUILD/fuzz-$t.log" -max_total_time="$seconds"
+      row "$t" "$BUILD/fuzz-$t.log"
     done
     ;;
 esac

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config git nlohmann-json3-dev libpcre2-dev libopenblas-dev
-          libgtest-dev libgmock-dev libbenchmark-dev clang-format clang libcpp-httplib-dev
+          libgtest-dev libgmock-dev libbenchmark-dev clang-format clang lld libcpp-httplib-dev
           python3-venv)
 
 missing=()

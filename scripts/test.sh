@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the release build runs all suites (unit, kernels,
 # golden, fuzz replays) and the end-to-end server tests (pytest, tests/server); a second build
-# with AddressSanitizer + UndefinedBehaviorSanitizer runs the C++ suites again, golden suites
-# and the generation loop included; then the fuzzers replay their seeds and findings and run
-# briefly (scripts/fuzz.sh --ci). Exits non-zero on any failure.
+# (clang, build-san/) with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's
+# instrumentation runs the C++ suites again, golden suites and the generation loop included,
+# and then the fuzzers briefly (scripts/fuzz.sh --ci). Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
@@ -27,14 +27,15 @@ fi
 rm -f /tmp/qs-server-requirements.$$
 QS_BINARY="$PWD/build/quantserve" .venv/bin/python -m pytest -q -p no:cacheprovider tests/server
 
-# Release flags (no -g) keep this build quick; sanitizer reports still name functions.
-# The golden suites run here too: they drive the generation loop and the CLI end to end.
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DQS_SANITIZE=ON -DQS_BUILD_BENCH=OFF \
-  -DQS_TEST_SUITES="unit;kernels;golden" >/dev/null
-cmake --build build-asan -j"$jobs"
+# One clang build with AddressSanitizer + UndefinedBehaviorSanitizer (float-cast-overflow
+# included, -O1) and libFuzzer's coverage instrumentation serves both what follows: every C++
+# suite again (golden suites and the generation loop included), the fuzz replays under ctest,
+# and the fuzzers. scripts/fuzz.sh owns its configuration.
+scripts/fuzz.sh --configure
+cmake --build build-san -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$jobs"
+  ctest --test-dir build-san --output-on-failure -j"$jobs"
 
-# Coverage-guided fuzzing, briefly: seeds and past findings first, then 10 s per target
-# (CI stays near 30 minutes; long campaigns are scripts/fuzz.sh TARGET SECONDS).
+# Coverage-guided fuzzing, briefly: each target starts from its seeds and past findings, then
+# fuzzes 10 s (long campaigns are scripts/fuzz.sh TARGET SECONDS or --campaign TARGET).
 scripts/fuzz.sh --ci "${QS_FUZZ_CI_SECONDS:-10}"

@@ -1,12 +1,20 @@
 // kernels/cpu: run-time ISA selection from CPUID and the QS_KERNEL override.
 #include "kernels/cpu/isa.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 
 #include "core/log.h"
 
 namespace qs::kernels {
 namespace {
+
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
 
 Isa best_supported() {
   if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
@@ -56,15 +64,14 @@ bool isa_supported(Isa isa) {
     case Isa::kRef:
       return true;
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     case Isa::kAvx512:
       // The avx512 kernels are compiled with F/BW/VL/DQ/BF16/VNNI (see CMakeLists.txt), so the
       // compiler may use any of them; require all.
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni") &&
-             __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+             __builtin_cpu_supports("fma") && has_f16c();
   }
   return false;
 }
