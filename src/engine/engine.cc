@@ -103,8 +103,11 @@ Status Engine::validate(const EngineRequest& r) const {
   if (r.prompt_ids.empty()) return invalid_argument(where + ": the prompt has no tokens");
   for (int32_t id : r.prompt_ids) {
     if (id < 0 || id >= vocab) {
+      // Names where the bound comes from: from the CLI this is a tokenizer that disagrees
+      // with the checkpoint's config.
       return invalid_argument(where + ": prompt token id " + std::to_string(id) +
-                              " outside the vocabulary of " + std::to_string(vocab));
+                              " outside the vocabulary of " + std::to_string(vocab) +
+                              " (config.json vocab_size)");
     }
   }
   if (tokenizer_ == nullptr && !r.params.stop.empty()) {
