@@ -43,9 +43,11 @@ build() {
   cmake --build "$BUILD" -j"$(nproc)" --target "$@" >/dev/null
 }
 
-# Common flags: 10 s per input is a hang; 2 GB is a memory blow-up; both are findings.
+# Common flags: 10 s per input is a hang; 2 GB is a memory blow-up; both are findings. On a
+# machine loaded by other work a run under nice can be starved for longer than that, so
+# QS_FUZZ_TIMEOUT raises the hang limit (the campaigns of docs/reliability.md say when).
 run_flags() {
-  echo "-timeout=10 -rss_limit_mb=2048 -max_len=65536 -dict=$(dict_for "$1")" \
+  echo "-timeout=${QS_FUZZ_TIMEOUT:-10} -rss_limit_mb=2048 -max_len=65536 -dict=$(dict_for "$1")" \
     "-artifact_prefix=fuzz/findings/$1/ -print_final_stats=1"
 }
 
