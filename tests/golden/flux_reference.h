@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -58,6 +59,7 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
     if (!(err <= atol + rtol * std::fabs(want[i]))) ++bad;
     if (!(err <= worst_err)) worst_err = err, worst = i;
   }
+  std::printf("%s: max |err| %.3g over %zu values\n", what.c_str(), worst_err, got.size());
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " off; worst at " << worst
                      << ": got " << got[worst] << " want " << want[worst];
 }
