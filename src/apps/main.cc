@@ -18,6 +18,8 @@ struct Command {
 // One row per subcommand; a new command adds its row here and its declaration to commands.h.
 const std::vector<Command> kCommands = {
     {"generate", qs::apps::cmd_generate, "complete one prompt, streamed to stdout"},
+    {"generate-image", qs::apps::cmd_generate_image,
+     "one FLUX.1 image from a diffusers pipeline directory, as PNG"},
     {"chat", qs::apps::cmd_chat, "interactive conversation in the model's chat template"},
     {"serve", qs::apps::cmd_serve, "OpenAI-compatible HTTP server (vLLM's endpoints and flags)"},
     {"inspect", qs::apps::cmd_inspect, "summarize a checkpoint directory (--json available)"},
