@@ -21,6 +21,9 @@ void quick_gelu(float* x, int64_t n) {
 void silu(float* x, int64_t n) {
   kernels::ref::silu(x, n);
 }
+void relu(float* x, int64_t n) {
+  kernels::ref::relu(x, n);
+}
 
 void layer_norm(const float* x, int64_t m, int64_t d, const float* weight, const float* bias,
                 float eps, float* y) {

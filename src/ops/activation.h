@@ -12,6 +12,7 @@ void gelu_erf(float* x, int64_t n);
 void gelu_tanh(float* x, int64_t n);
 void quick_gelu(float* x, int64_t n);
 void silu(float* x, int64_t n);
+void relu(float* x, int64_t n);
 
 // y[i, :] = LayerNorm(x[i, :]) * weight + bias; weight/bias may be null. y may alias x.
 void layer_norm(const float* x, int64_t m, int64_t d, const float* weight, const float* bias,
