@@ -181,6 +181,7 @@ Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& poo
   QS_RETURN_IF_ERROR(vae_.decode(z.data(), 1, lh, lw, &decoded, pool));
   FluxImage img;
   img.width = req.width, img.height = req.height;
+  img.latents = std::move(latents);
   const int64_t hw = req.width * req.height;
   img.rgb.resize(static_cast<size_t>(hw * 3));
   for (int64_t p = 0; p < hw; ++p) {

@@ -41,7 +41,8 @@ struct FluxRequest {
 
 struct FluxImage {
   int64_t width = 0, height = 0;
-  std::vector<float> rgb;  // [height, width, 3] in [0, 1]
+  std::vector<float> rgb;      // [height, width, 3] in [0, 1]
+  std::vector<float> latents;  // the final packed latents [n_img, channels]
 };
 
 class FluxPipeline {
