@@ -20,6 +20,8 @@ const std::vector<Command> kCommands = {
     {"generate", qs::apps::cmd_generate, "complete one prompt, streamed to stdout"},
     {"generate-image", qs::apps::cmd_generate_image,
      "one FLUX.1 image from a diffusers pipeline directory, as PNG"},
+    {"compare-images", qs::apps::cmd_compare_images,
+     "same-seed PSNR/SSIM/latent cosine of two FLUX pipelines, JSON report and grid"},
     {"chat", qs::apps::cmd_chat, "interactive conversation in the model's chat template"},
     {"serve", qs::apps::cmd_serve, "OpenAI-compatible HTTP server (vLLM's endpoints and flags)"},
     {"inspect", qs::apps::cmd_inspect, "summarize a checkpoint directory (--json available)"},
