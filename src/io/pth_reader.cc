@@ -98,6 +98,8 @@ Result<std::vector<std::pair<std::string, Tensor>>> read_pth_state_dict(const st
   const uint8_t* pk = file->data() + pkl_it->second.offset;
   const size_t pn = pkl_it->second.size;
   const std::string where = path + ": data.pkl";
+  // A state_dict's pickle is ~150 bytes per tensor; this bounds the objects a file can make.
+  if (pn > (size_t{64} << 20)) return data_loss(where + ": larger than 64 MiB");
 
   std::vector<P> stack;
   std::map<uint32_t, P> memo;
@@ -139,12 +141,19 @@ Result<std::vector<std::pair<std::string, Tensor>>> read_pth_state_dict(const st
     std::vector<int64_t> shape;
     int64_t numel = 1, expect = 1;
     for (const P& v : a[2]->items) {
-      if (v->kind != Obj::kInt || v->i < 0) return data_loss(where + ": bad tensor size");
+      // Sizes a real state_dict can hold; also keeps the products below from overflowing.
+      if (v->kind != Obj::kInt || v->i < 0 || v->i > (int64_t{1} << 32) ||
+          (v->i > 0 && numel > (int64_t{1} << 40) / v->i)) {
+        return data_loss(where + ": bad tensor size");
+      }
       shape.push_back(v->i);
       numel *= v->i;
     }
-    if (a[3]->items.size() != shape.size()) return data_loss(where + ": stride rank mismatch");
+    if (a[3]->items.size() != shape.size() || shape.size() > 8) {
+      return data_loss(where + ": stride rank mismatch");
+    }
     for (size_t k = shape.size(); k-- > 0;) {
+      if (a[3]->items[k]->kind != Obj::kInt) return data_loss(where + ": bad tensor stride");
       if (shape[k] > 1 && a[3]->items[k]->i != expect) {
         return unimplemented(where + ": a non-contiguous tensor");
       }

@@ -4,6 +4,7 @@
 // ASCII only: an upper-case non-ASCII letter stays as it is (a known difference).
 #include "tokenizer/clip_tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -26,6 +27,7 @@ constexpr std::string_view kClipPattern =
 constexpr std::string_view kBos = "<|startoftext|>";
 constexpr std::string_view kEos = "<|endoftext|>";
 constexpr std::string_view kEow = "</w>";
+constexpr size_t kMaxWordBytes = 4096;
 
 std::string clean(std::string_view text) {
   const std::string nfc = utf8_nfc(utf8_make_valid(text));
@@ -123,12 +125,15 @@ Result<std::unique_ptr<ClipTokenizer>> ClipTokenizer::load(const std::string& di
   return t;
 }
 
-std::vector<int32_t> ClipTokenizer::encode(std::string_view text) const {
+std::vector<int32_t> ClipTokenizer::encode(std::string_view text, size_t max_tokens) const {
   std::vector<std::string> pieces;
   splitter_->split(clean(text), &pieces);
   std::vector<int32_t> ids;
-  for (const std::string& piece : pieces) {
+  for (std::string piece : pieces) {
+    if (ids.size() >= max_tokens) break;
     if (piece == " ") continue;  // the gaps between words
+    if (piece.size() > kMaxWordBytes)
+      piece.resize(utf8_valid_prefix(piece.substr(0, kMaxWordBytes)));
     if (piece == kBos || piece == kEos) {
       ids.push_back(piece == kBos ? bos_id_ : eos_id_);
       continue;
@@ -152,11 +157,13 @@ std::vector<int32_t> ClipTokenizer::encode(std::string_view text) const {
       ids.push_back(it == vocab_.end() ? unk_id_ : it->second);
     }
   }
+  if (ids.size() > max_tokens) ids.resize(max_tokens);
   return ids;
 }
 
 std::vector<int32_t> ClipTokenizer::encode_padded(std::string_view text, int64_t max_length) const {
-  std::vector<int32_t> body = encode(text);
+  std::vector<int32_t> body =
+      encode(text, static_cast<size_t>(std::max<int64_t>(max_length - 2, 0)));
   if (static_cast<int64_t>(body.size()) > max_length - 2) body.resize(max_length - 2);
   std::vector<int32_t> ids = {bos_id_};
   ids.insert(ids.end(), body.begin(), body.end());

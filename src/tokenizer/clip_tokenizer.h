@@ -6,6 +6,7 @@
 // vocab.json + merges.txt. Only encoding: the image pipeline never decodes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -27,8 +28,11 @@ class ClipTokenizer {
   // [bos, tokens (cut to max_length - 2), eos, pad...], exactly max_length ids.
   std::vector<int32_t> encode_padded(std::string_view text, int64_t max_length) const;
 
-  // The BPE tokens of one text, without the special tokens around it.
-  std::vector<int32_t> encode(std::string_view text) const;
+  // The BPE tokens of one text, without the special tokens around it; encoding stops once
+  // `max_tokens` are out (the pipeline keeps 75), and a word is cut at 4096 bytes, which
+  // changes only tokens past the first few hundred of that word: a hostile prompt costs
+  // bounded time (BPE is quadratic in the word length).
+  std::vector<int32_t> encode(std::string_view text, size_t max_tokens = SIZE_MAX) const;
 
   int32_t bos_id() const { return bos_id_; }
   int32_t eos_id() const { return eos_id_; }

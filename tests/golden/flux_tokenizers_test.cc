@@ -32,6 +32,13 @@ TEST(FluxTokenizers, ClipIdsMatchTransformers) {
   ASSERT_EQ(cut.size(), 77u);
   EXPECT_EQ(cut.front(), (*tok)->bos_id());
   EXPECT_EQ(cut.back(), (*tok)->eos_id());
+  // A hostile prompt (one 1 MB word, then a million more) costs bounded time and still gives
+  // 77 ids; the limit on tokens does not change the ones kept.
+  auto hostile = (*tok)->encode_padded(std::string(1 << 20, 'a') + long_prompt, 77);
+  EXPECT_EQ(hostile.size(), 77u);
+  const std::vector<int32_t> all = (*tok)->encode(long_prompt);
+  ASSERT_GT(all.size(), 20u);
+  EXPECT_EQ((*tok)->encode(long_prompt, 20), std::vector<int32_t>(all.begin(), all.begin() + 20));
 }
 
 TEST(FluxTokenizers, T5IdsMatchTransformers) {
