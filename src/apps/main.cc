@@ -39,7 +39,7 @@ const std::vector<Command> kCommands = {
 
 void usage(FILE* out) {
   std::fprintf(out, "usage: quantserve <command> [options]\n\ncommands:\n");
-  for (const auto& c : kCommands) std::fprintf(out, "  %-11s %s\n", c.name, c.help);
+  for (const auto& c : kCommands) std::fprintf(out, "  %-15s %s\n", c.name, c.help);
   std::fprintf(out, "\n`quantserve <command> --help` describes a command's options.\n");
 }
 
