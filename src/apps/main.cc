@@ -18,6 +18,10 @@ struct Command {
 // One row per subcommand; a new command adds its row here and its declaration to commands.h.
 const std::vector<Command> kCommands = {
     {"generate", qs::apps::cmd_generate, "complete one prompt, streamed to stdout"},
+    {"generate-image", qs::apps::cmd_generate_image,
+     "one FLUX.1 image from a diffusers pipeline directory, as PNG"},
+    {"compare-images", qs::apps::cmd_compare_images,
+     "same-seed PSNR/SSIM/latent cosine of two FLUX pipelines, JSON report and grid"},
     {"chat", qs::apps::cmd_chat, "interactive conversation in the model's chat template"},
     {"serve", qs::apps::cmd_serve, "OpenAI-compatible HTTP server (vLLM's endpoints and flags)"},
     {"inspect", qs::apps::cmd_inspect, "summarize a checkpoint directory (--json available)"},
@@ -35,7 +39,7 @@ const std::vector<Command> kCommands = {
 
 void usage(FILE* out) {
   std::fprintf(out, "usage: quantserve <command> [options]\n\ncommands:\n");
-  for (const auto& c : kCommands) std::fprintf(out, "  %-11s %s\n", c.name, c.help);
+  for (const auto& c : kCommands) std::fprintf(out, "  %-15s %s\n", c.name, c.help);
   std::fprintf(out, "\n`quantserve <command> --help` describes a command's options.\n");
 }
 

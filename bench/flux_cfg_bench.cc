@@ -1,0 +1,209 @@
+// Kernel lab: true CFG for a FLUX-shaped transformer scaled down to run on a small CPU, as one
+// batched forward of both branches (what the pipeline does: every weight read once per step)
+// against two batch-1 forwards (diffusers' order). Writes a random-init bf16 transformer
+// directory at FLUX.1's head size and width ratios, then times the two forms interleaved.
+//   build/flux_cfg_bench [--threads 2] [--reps 5] [--layers 2] [--single-layers 4]
+//                        [--heads 6] [--image 256] [--text 128]
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "diffusion/flux_transformer.h"
+#include "io/checkpoint.h"
+
+namespace {
+
+using namespace qs;
+namespace fs = std::filesystem;
+
+struct Shape {
+  int64_t layers = 2, single = 4, heads = 6, image = 256, text = 128;
+};
+
+void add(std::vector<std::pair<std::string, Tensor>>* t, const std::string& name,
+         std::vector<int64_t> shape, float scale, std::mt19937& rng) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& x : v) x = scale < 0 ? 1.0f : scale * nd(rng);
+  t->emplace_back(name, Tensor::from_f32(DType::kBF16, std::move(shape), v));
+}
+
+void linear(std::vector<std::pair<std::string, Tensor>>* t, const std::string& p, int64_t n,
+            int64_t k, std::mt19937& rng) {
+  add(t, p + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)), rng);
+  add(t, p + ".bias", {n}, 0.01f, rng);
+}
+
+Status write_model(const std::string& dir, const Shape& s) {
+  const int64_t hd = 128, d = hd * s.heads, joint = 4096, pooled = 768, in = 64;
+  std::mt19937 rng(0);
+  std::vector<std::pair<std::string, Tensor>> t;
+  linear(&t, "x_embedder", d, in, rng);
+  linear(&t, "context_embedder", d, joint, rng);
+  for (const char* e : {"timestep_embedder", "guidance_embedder"}) {
+    linear(&t, std::string("time_text_embed.") + e + ".linear_1", d, 256, rng);
+    linear(&t, std::string("time_text_embed.") + e + ".linear_2", d, d, rng);
+  }
+  linear(&t, "time_text_embed.text_embedder.linear_1", d, pooled, rng);
+  linear(&t, "time_text_embed.text_embedder.linear_2", d, d, rng);
+  auto attn = [&](const std::string& p, bool joint_attn) {
+    for (const char* m : {"to_q", "to_k", "to_v"}) linear(&t, p + "." + m, d, d, rng);
+    add(&t, p + ".norm_q.weight", {hd}, -1, rng);
+    add(&t, p + ".norm_k.weight", {hd}, -1, rng);
+    if (!joint_attn) return;
+    for (const char* m : {"add_q_proj", "add_k_proj", "add_v_proj", "to_out.0", "to_add_out"}) {
+      linear(&t, p + "." + m, d, d, rng);
+    }
+    add(&t, p + ".norm_added_q.weight", {hd}, -1, rng);
+    add(&t, p + ".norm_added_k.weight", {hd}, -1, rng);
+  };
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const std::string p = "transformer_blocks." + std::to_string(i);
+    linear(&t, p + ".norm1.linear", 6 * d, d, rng);
+    linear(&t, p + ".norm1_context.linear", 6 * d, d, rng);
+    attn(p + ".attn", true);
+    for (const char* ff : {".ff", ".ff_context"}) {
+      linear(&t, p + ff + ".net.0.proj", 4 * d, d, rng);
+      linear(&t, p + ff + ".net.2", d, 4 * d, rng);
+    }
+  }
+  for (int64_t i = 0; i < s.single; ++i) {
+    const std::string p = "single_transformer_blocks." + std::to_string(i);
+    linear(&t, p + ".norm.linear", 3 * d, d, rng);
+    attn(p + ".attn", false);
+    linear(&t, p + ".proj_mlp", 4 * d, d, rng);
+    linear(&t, p + ".proj_out", d, 5 * d, rng);
+  }
+  linear(&t, "norm_out.linear", 2 * d, d, rng);
+  linear(&t, "proj_out", in, d, rng);
+  fs::create_directories(dir);
+  QS_RETURN_IF_ERROR(io::write_safetensors(dir + "/diffusion_pytorch_model.safetensors", t));
+  nlohmann::json cfg = {{"_class_name", "FluxTransformer2DModel"},
+                        {"attention_head_dim", hd},
+                        {"num_attention_heads", s.heads},
+                        {"num_layers", s.layers},
+                        {"num_single_layers", s.single},
+                        {"in_channels", in},
+                        {"joint_attention_dim", joint},
+                        {"pooled_projection_dim", pooled},
+                        {"guidance_embeds", true},
+                        {"axes_dims_rope", {16, 56, 56}},
+                        {"patch_size", 1}};
+  return io::write_json(dir + "/config.json", cfg);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void mean_sd(const std::vector<double>& v, double* mean, double* sd) {
+  double s = 0, ss = 0;
+  for (double x : v) s += x;
+  *mean = s / v.size();
+  for (double x : v) ss += (x - *mean) * (x - *mean);
+  *sd = v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0.0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Shape s;
+  int threads = 2, reps = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    const int64_t v = std::atoll(argv[i + 1]);
+    if (a == "--threads")
+      threads = static_cast<int>(v);
+    else if (a == "--reps")
+      reps = static_cast<int>(v);
+    else if (a == "--layers")
+      s.layers = v;
+    else if (a == "--single-layers")
+      s.single = v;
+    else if (a == "--heads")
+      s.heads = v;
+    else if (a == "--image")
+      s.image = v;
+    else if (a == "--text")
+      s.text = v;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  const std::string dir =
+      (fs::temp_directory_path() / ("qs_flux_cfg_bench_" + std::to_string(::getpid()))).string();
+  Status st = write_model(dir, s);
+  auto model =
+      st.ok() ? diffusion::FluxTransformer::load(dir) : Result<diffusion::FluxTransformer>(st);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().to_string().c_str());
+    fs::remove_all(dir);
+    return 1;
+  }
+  const auto& f = model->config();
+  const int64_t side = s.image / 16, ni = side * side, nt = s.text;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  auto randv = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = nd(rng);
+    return v;
+  };
+  std::vector<float> img = randv(2 * ni * f.in_channels),
+                     txt = randv(2 * nt * f.joint_attention_dim),
+                     pooled = randv(2 * f.pooled_projection_dim), t = {0.5f, 0.5f},
+                     g = {3.5f, 3.5f}, img_ids(ni * 3, 0.0f), txt_ids(nt * 3, 0.0f);
+  for (int64_t r = 0; r < side; ++r) {
+    for (int64_t c = 0; c < side; ++c)
+      img_ids[(r * side + c) * 3 + 1] = r, img_ids[(r * side + c) * 3 + 2] = c;
+  }
+  ThreadPool pool(threads);
+  std::vector<float> out(2 * ni * f.in_channels);
+  auto run = [&](int64_t b, int64_t item) {
+    diffusion::FluxInputs in{b,
+                             ni,
+                             nt,
+                             img.data() + item * ni * f.in_channels,
+                             txt.data() + item * nt * f.joint_attention_dim,
+                             pooled.data() + item * f.pooled_projection_dim,
+                             t.data(),
+                             g.data(),
+                             img_ids.data(),
+                             txt_ids.data()};
+    QS_CHECK(model->forward(in, out.data(), pool).ok());
+  };
+  run(2, 0);  // warm-up: page in the weights
+  std::vector<double> batched, sequential;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    run(2, 0);
+    batched.push_back(seconds_since(t0));
+    t0 = std::chrono::steady_clock::now();
+    run(1, 0);
+    run(1, 1);
+    sequential.push_back(seconds_since(t0));
+  }
+  double mb, sb, ms, ss;
+  mean_sd(batched, &mb, &sb);
+  mean_sd(sequential, &ms, &ss);
+  std::printf(
+      "flux transformer: %lld double + %lld single blocks, %lld heads x 128 (inner %lld), "
+      "%lld image + %lld text tokens (%lldx%lld px), bf16 weights, %d threads, %d reps\n",
+      static_cast<long long>(s.layers), static_cast<long long>(s.single),
+      static_cast<long long>(s.heads), static_cast<long long>(f.inner_dim()),
+      static_cast<long long>(ni), static_cast<long long>(nt), static_cast<long long>(s.image),
+      static_cast<long long>(s.image), threads, reps);
+  std::printf("true CFG step, batched (batch 2): %.3f +- %.3f s\n", mb, sb);
+  std::printf("true CFG step, sequential (2 x batch 1): %.3f +- %.3f s\n", ms, ss);
+  std::printf("sequential / batched: %.2fx\n", ms / mb);
+  fs::remove_all(dir);
+  return 0;
+}

@@ -1,0 +1,195 @@
+// diffusion: the FLUX.1 text-to-image loop (see flux_pipeline.h), step for step as
+// FluxPipeline.__call__.
+#include "diffusion/flux_pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "io/checkpoint.h"
+
+namespace qs::diffusion {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// CLIPTokenizer's model_max_length in every FLUX checkpoint.
+constexpr int64_t kClipTokens = 77;
+
+}  // namespace
+
+std::vector<float> flux_image_ids(int64_t h2, int64_t w2) {
+  std::vector<float> ids(static_cast<size_t>(h2 * w2 * 3), 0.0f);
+  for (int64_t r = 0; r < h2; ++r) {
+    for (int64_t c = 0; c < w2; ++c) {
+      ids[(r * w2 + c) * 3 + 1] = static_cast<float>(r);
+      ids[(r * w2 + c) * 3 + 2] = static_cast<float>(c);
+    }
+  }
+  return ids;
+}
+
+Result<std::unique_ptr<FluxPipeline>> FluxPipeline::load(const std::string& dir) {
+  QS_ASSIGN_OR_RETURN(nlohmann::json index,
+                      io::read_json((fs::path(dir) / "model_index.json").string()));
+  if (!index.is_object() || index.value("_class_name", "") != "FluxPipeline") {
+    return unimplemented(dir + "/model_index.json: _class_name " +
+                         (index.is_object() && index.contains("_class_name")
+                              ? index["_class_name"].dump()
+                              : std::string("missing")) +
+                         " (only FluxPipeline is supported)");
+  }
+  std::unique_ptr<FluxPipeline> p(new FluxPipeline());
+  const fs::path d(dir);
+  QS_ASSIGN_OR_RETURN(p->clip_tok_, tok::ClipTokenizer::load((d / "tokenizer").string()));
+  QS_ASSIGN_OR_RETURN(p->t5_tok_, tok::UnigramTokenizer::load((d / "tokenizer_2").string()));
+  QS_ASSIGN_OR_RETURN(p->clip_, ClipTextModel::load((d / "text_encoder").string()));
+  QS_ASSIGN_OR_RETURN(p->t5_, T5Encoder::load((d / "text_encoder_2").string()));
+  QS_ASSIGN_OR_RETURN(p->transformer_, FluxTransformer::load((d / "transformer").string()));
+  QS_ASSIGN_OR_RETURN(p->vae_, AutoencoderKL::load((d / "vae").string()));
+  QS_ASSIGN_OR_RETURN(p->scheduler_,
+                      read_flow_match_config((d / "scheduler" / "scheduler_config.json").string()));
+  const FluxConfig& f = p->transformer_.config();
+  if (f.in_channels != 4 * p->vae_.config().latent_channels || f.out_channels != f.in_channels) {
+    return invalid_argument(dir + ": transformer in_channels " + std::to_string(f.in_channels) +
+                            " is not 4 x the VAE's latent_channels " +
+                            std::to_string(p->vae_.config().latent_channels));
+  }
+  if (f.pooled_projection_dim != p->clip_.config().hidden_size ||
+      f.joint_attention_dim != p->t5_.config().d_model) {
+    return invalid_argument(dir +
+                            ": the transformer's pooled/joint dims do not match the CLIP "
+                            "hidden size and the T5 d_model");
+  }
+  return p;
+}
+
+Result<FluxPipeline::Prompt> FluxPipeline::encode_prompt(const std::string& text,
+                                                         int64_t max_sequence_length,
+                                                         ThreadPool& pool) const {
+  Prompt p;
+  const std::vector<int32_t> clip_ids = clip_tok_->encode_padded(text, kClipTokens);
+  QS_RETURN_IF_ERROR(clip_.forward(clip_ids, nullptr, &p.pooled, pool));
+  QS_ASSIGN_OR_RETURN(std::vector<int32_t> t5_ids,
+                      t5_tok_->encode_padded(text, max_sequence_length));
+  QS_RETURN_IF_ERROR(t5_.forward(t5_ids, &p.hidden, pool));
+  return p;
+}
+
+Status FluxPipeline::latent_shape(const FluxRequest& req, int64_t* n_img, int64_t* channels) const {
+  const int64_t unit = vae_.config().scale() * 2;
+  if (req.width <= 0 || req.height <= 0 || req.width % unit != 0 || req.height % unit != 0 ||
+      req.width > 4096 || req.height > 4096) {
+    return invalid_argument("width and height must be positive multiples of " +
+                            std::to_string(unit) + " up to 4096 (got " + std::to_string(req.width) +
+                            "x" + std::to_string(req.height) + ")");
+  }
+  *n_img = (req.height / unit) * (req.width / unit);
+  *channels = transformer_.config().in_channels;
+  return ok_status();
+}
+
+Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& pool) const {
+  if (req.steps <= 0 || req.steps > 1000) return invalid_argument("steps must be 1 to 1000");
+  if (req.max_sequence_length <= 0 || req.max_sequence_length > 512) {
+    return invalid_argument("max_sequence_length must be 1 to 512");
+  }
+  if (!(req.true_cfg_scale >= 0) || !std::isfinite(req.guidance_scale)) {
+    return invalid_argument("guidance_scale / true_cfg_scale must be finite, true_cfg >= 0");
+  }
+  int64_t n_img = 0, ch = 0;
+  QS_RETURN_IF_ERROR(latent_shape(req, &n_img, &ch));
+  const int64_t unit = vae_.config().scale() * 2, h2 = req.height / unit, w2 = req.width / unit;
+  const bool true_cfg = req.true_cfg_scale > 1.0 && !req.negative_prompt.empty();
+  const int64_t B = true_cfg ? 2 : 1, T = req.max_sequence_length;
+  const FluxConfig& f = transformer_.config();
+
+  QS_ASSIGN_OR_RETURN(Prompt pos, encode_prompt(req.prompt, T, pool));
+  std::vector<float> txt = pos.hidden, pooled = pos.pooled;
+  if (true_cfg) {
+    QS_ASSIGN_OR_RETURN(Prompt neg, encode_prompt(req.negative_prompt, T, pool));
+    txt.insert(txt.end(), neg.hidden.begin(), neg.hidden.end());
+    pooled.insert(pooled.end(), neg.pooled.begin(), neg.pooled.end());
+  }
+
+  std::vector<float> latents = req.noise;
+  if (latents.empty()) {
+    std::mt19937_64 rng(req.seed);
+    std::normal_distribution<float> normal;
+    latents.resize(static_cast<size_t>(n_img * ch));
+    for (float& v : latents) v = normal(rng);
+  } else if (static_cast<int64_t>(latents.size()) != n_img * ch) {
+    return invalid_argument("the initial noise holds " + std::to_string(latents.size()) +
+                            " values; " + std::to_string(req.width) + "x" +
+                            std::to_string(req.height) + " needs [" + std::to_string(n_img) + ", " +
+                            std::to_string(ch) + "]");
+  }
+  const std::vector<float> img_ids = flux_image_ids(h2, w2);
+  const std::vector<float> txt_ids(static_cast<size_t>(T * 3), 0.0f);
+  const FlowMatchSchedule sched = flux_schedule(scheduler_, req.steps, flux_mu(scheduler_, n_img));
+
+  std::vector<float> x(static_cast<size_t>(B * n_img * ch)), v(x.size());
+  std::vector<float> ts(B), gs(B, static_cast<float>(req.guidance_scale));
+  for (int64_t i = 0; i < req.steps; ++i) {
+    // Both branches see the same latents; the batch shares every weight read.
+    for (int64_t b = 0; b < B; ++b)
+      std::copy(latents.begin(), latents.end(), x.begin() + b * n_img * ch);
+    std::fill(ts.begin(), ts.end(), sched.timesteps[i] / 1000.0f);
+    FluxInputs in{B,
+                  n_img,
+                  T,
+                  x.data(),
+                  txt.data(),
+                  pooled.data(),
+                  ts.data(),
+                  f.guidance_embeds ? gs.data() : nullptr,
+                  img_ids.data(),
+                  txt_ids.data()};
+    QS_RETURN_IF_ERROR(transformer_.forward(in, v.data(), pool));
+    if (true_cfg) {
+      // noise_pred = neg + scale * (pos - neg)
+      const float s = static_cast<float>(req.true_cfg_scale);
+      for (int64_t j = 0; j < n_img * ch; ++j) {
+        const float neg = v[n_img * ch + j];
+        v[j] = neg + s * (v[j] - neg);
+      }
+    }
+    flow_match_step(sched, i, v.data(), n_img * ch, latents.data());
+    if (req.on_step) req.on_step(i, req.steps, latents);
+  }
+
+  // _unpack_latents: [h2 * w2, c * 4] -> [c, 2 h2, 2 w2], then z / scaling + shift.
+  const int64_t c = ch / 4, lh = 2 * h2, lw = 2 * w2;
+  const VaeConfig& vc = vae_.config();
+  std::vector<float> z(static_cast<size_t>(c * lh * lw));
+  for (int64_t r = 0; r < h2; ++r) {
+    for (int64_t q = 0; q < w2; ++q) {
+      for (int64_t cc = 0; cc < c; ++cc) {
+        for (int64_t dy = 0; dy < 2; ++dy) {
+          for (int64_t dx = 0; dx < 2; ++dx) {
+            const float val = latents[(r * w2 + q) * ch + cc * 4 + dy * 2 + dx];
+            z[(cc * lh + 2 * r + dy) * lw + 2 * q + dx] =
+                val / static_cast<float>(vc.scaling_factor) + static_cast<float>(vc.shift_factor);
+          }
+        }
+      }
+    }
+  }
+  std::vector<float> decoded;
+  QS_RETURN_IF_ERROR(vae_.decode(z.data(), 1, lh, lw, &decoded, pool));
+  FluxImage img;
+  img.width = req.width, img.height = req.height;
+  img.latents = std::move(latents);
+  const int64_t hw = req.width * req.height;
+  img.rgb.resize(static_cast<size_t>(hw * 3));
+  for (int64_t p = 0; p < hw; ++p) {
+    for (int64_t k = 0; k < 3; ++k) {
+      img.rgb[p * 3 + k] = std::clamp(decoded[k * hw + p] / 2.0f + 0.5f, 0.0f, 1.0f);
+    }
+  }
+  return img;
+}
+
+}  // namespace qs::diffusion

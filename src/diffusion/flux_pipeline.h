@@ -1,0 +1,78 @@
+// diffusion: FluxPipeline (diffusers' pipeline_flux.py) over a pipeline directory:
+// prompt -> CLIP pooled vector + T5 hidden states -> packed 2x2 latent noise -> flow-matching
+// Euler steps of the transformer (one batched forward of both branches when true CFG is on)
+// -> unpacked, un-scaled latents -> VAE decode -> an RGB image in [0, 1].
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "diffusion/autoencoder_kl.h"
+#include "diffusion/clip_text_model.h"
+#include "diffusion/flow_match_scheduler.h"
+#include "diffusion/flux_transformer.h"
+#include "diffusion/t5_encoder.h"
+#include "tokenizer/clip_tokenizer.h"
+#include "tokenizer/unigram_tokenizer.h"
+
+namespace qs::diffusion {
+
+struct FluxRequest {
+  std::string prompt;
+  std::string negative_prompt;  // used only with true_cfg_scale > 1
+  int64_t width = 1024, height = 1024;
+  int64_t steps = 28;
+  double guidance_scale = 3.5;        // the distilled guidance embedding (FLUX.1-dev)
+  double true_cfg_scale = 1.0;        // > 1 with a negative prompt: two branches per step
+  int64_t max_sequence_length = 512;  // T5 tokens
+  uint64_t seed = 0;
+  // Packed initial noise [n_img, 4 * latent_channels] (as FluxPipeline's `latents`); empty:
+  // drawn from `seed` (quantserve's own generator: not torch's, so not diffusers' noise).
+  std::vector<float> noise;
+  // Called after each step with (step index, steps, latents [n_img, channels]).
+  std::function<void(int64_t, int64_t, const std::vector<float>&)> on_step;
+};
+
+struct FluxImage {
+  int64_t width = 0, height = 0;
+  std::vector<float> rgb;      // [height, width, 3] in [0, 1]
+  std::vector<float> latents;  // the final packed latents [n_img, channels]
+};
+
+class FluxPipeline {
+ public:
+  static Result<std::unique_ptr<FluxPipeline>> load(const std::string& dir);
+
+  // The packed latent grid a request of this size runs on: n_img tokens of `channels`.
+  Status latent_shape(const FluxRequest& req, int64_t* n_img, int64_t* channels) const;
+  Result<FluxImage> generate(const FluxRequest& req, ThreadPool& pool) const;
+
+  const FluxTransformer& transformer() const { return transformer_; }
+
+ private:
+  struct Prompt {
+    std::vector<float> pooled;  // [pooled_projection_dim]
+    std::vector<float> hidden;  // [max_sequence_length, joint_attention_dim]
+  };
+  Result<Prompt> encode_prompt(const std::string& text, int64_t max_sequence_length,
+                               ThreadPool& pool) const;
+
+  std::unique_ptr<tok::ClipTokenizer> clip_tok_;
+  std::unique_ptr<tok::UnigramTokenizer> t5_tok_;
+  ClipTextModel clip_;
+  T5Encoder t5_;
+  FluxTransformer transformer_;
+  AutoencoderKL vae_;
+  FlowMatchConfig scheduler_;
+};
+
+// ids: (0, row, col) for each packed latent token, row-major ([h2 * w2, 3]).
+std::vector<float> flux_image_ids(int64_t h2, int64_t w2);
+
+}  // namespace qs::diffusion

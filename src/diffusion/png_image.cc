@@ -1,0 +1,71 @@
+// diffusion: PNG through libpng's simplified API (png_image_*), see png_image.h.
+#include "diffusion/png_image.h"
+
+#include <png.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+namespace qs::diffusion {
+
+std::vector<uint8_t> to_rgb8(const std::vector<float>& rgb) {
+  std::vector<uint8_t> out(rgb.size());
+  for (size_t i = 0; i < rgb.size(); ++i) {
+    const float v = std::clamp(rgb[i], 0.0f, 1.0f) * 255.0f;
+    out[i] = static_cast<uint8_t>(std::nearbyint(v));  // numpy round: half to even
+  }
+  return out;
+}
+
+Status write_png(const std::string& path, int64_t width, int64_t height,
+                 const std::vector<uint8_t>& rgb8) {
+  if (width <= 0 || height <= 0 || rgb8.size() != static_cast<size_t>(width * height * 3)) {
+    return invalid_argument("write_png: pixel buffer does not match " + std::to_string(width) +
+                            "x" + std::to_string(height));
+  }
+  png_image img{};
+  img.version = PNG_IMAGE_VERSION;
+  img.width = static_cast<png_uint_32>(width);
+  img.height = static_cast<png_uint_32>(height);
+  img.format = PNG_FORMAT_RGB;
+  const std::string tmp = path + ".tmp";
+  if (!png_image_write_to_file(&img, tmp.c_str(), 0, rgb8.data(), 0, nullptr)) {
+    const std::string msg = img.message;
+    std::remove(tmp.c_str());
+    return Status(StatusCode::kIo, path + ": " + msg);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return Status(StatusCode::kIo, path + ": " + ec.message());
+  }
+  return ok_status();
+}
+
+Status read_png(const std::string& path, int64_t* width, int64_t* height,
+                std::vector<uint8_t>* rgb8) {
+  png_image img{};
+  img.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_file(&img, path.c_str())) {
+    return Status(StatusCode::kIo, path + ": " + img.message);
+  }
+  if (img.width == 0 || img.height == 0 || img.width > 16384 || img.height > 16384) {
+    png_image_free(&img);
+    return invalid_argument(path + ": image size out of range");
+  }
+  img.format = PNG_FORMAT_RGB;
+  rgb8->resize(PNG_IMAGE_SIZE(img));
+  if (!png_image_finish_read(&img, nullptr, rgb8->data(), 0, nullptr)) {
+    const std::string msg = img.message;
+    png_image_free(&img);
+    return data_loss(path + ": " + msg);
+  }
+  *width = img.width;
+  *height = img.height;
+  return ok_status();
+}
+
+}  // namespace qs::diffusion

@@ -1,0 +1,60 @@
+// diffusion: transformers' T5EncoderModel in its v1.1 form (FLUX.1's second text encoder,
+// T5-XXL): RMS-style T5LayerNorm before each sublayer, unscaled self-attention over the whole
+// sequence (no mask: FluxPipeline pads to max_sequence_length and attends the padding too)
+// with a learned bias per relative-position bucket, and a gated-GELU feed-forward.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "diffusion/component.h"
+#include "ops/linear.h"
+
+namespace qs::diffusion {
+
+struct T5Config {
+  int64_t vocab_size = 32128;
+  int64_t d_model = 4096;
+  int64_t d_kv = 64;
+  int64_t d_ff = 10240;
+  int64_t num_layers = 24;
+  int64_t num_heads = 64;
+  int64_t relative_attention_num_buckets = 32;
+  int64_t relative_attention_max_distance = 128;
+  float layer_norm_epsilon = 1e-6f;
+  bool gated = true;             // feed_forward_proj "gated-gelu" (v1.1); "relu" for v1.0
+  std::string act = "gelu_new";  // dense_act_fn
+};
+
+struct T5Layer {
+  std::vector<float> ln_attn, ln_ff;  // [d_model]
+  ops::LinearWeight q, k, v;          // [heads * d_kv, d_model]
+  ops::LinearWeight o;                // [d_model, heads * d_kv]
+  ops::LinearWeight wi_0, wi_1, wo;   // [d_ff, d_model] x2 (wi_1 only when gated), [d_model, d_ff]
+};
+
+class T5Encoder {
+ public:
+  static Result<T5Encoder> load(const std::string& dir);
+  const T5Config& config() const { return config_; }
+
+  // ids: [n]; hidden: [n, d_model], the last_hidden_state.
+  Status forward(const std::vector<int32_t>& ids, std::vector<float>* hidden,
+                 ThreadPool& pool) const;
+
+ private:
+  T5Config config_;
+  Component weights_;
+  std::vector<float> embed_;     // [vocab, d_model]
+  std::vector<float> rel_bias_;  // [num_buckets, heads], of the first block
+  std::vector<T5Layer> layers_;
+  std::vector<float> final_ln_;
+};
+
+// T5Attention._relative_position_bucket, bidirectional: the bucket of key - query.
+int64_t t5_relative_bucket(int64_t relative_position, int64_t num_buckets, int64_t max_distance);
+
+}  // namespace qs::diffusion

@@ -1,0 +1,166 @@
+// tokenizer: Unigram (see unigram_tokenizer.h), after HF tokenizers' models/unigram (lattice
+// + Viterbi) and the T5 tokenizer.json's pre-tokenizer (WhitespaceSplit, Metaspace "always").
+#include "tokenizer/unigram_tokenizer.h"
+
+#include <filesystem>
+#include <limits>
+
+#include "io/checkpoint.h"
+#include "tokenizer/utf8.h"
+
+namespace qs::tok {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 "▁"
+constexpr double kUnkPenalty = 10.0;                     // HF Unigram's K_UNK_PENALTY
+
+std::string type_of(const nlohmann::json& j) {
+  return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>()
+                                                                      : "";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::load(const std::string& dir) {
+  const std::string where = (fs::path(dir) / "tokenizer.json").string();
+  QS_ASSIGN_OR_RETURN(nlohmann::json j, io::read_json(where));
+  if (!j.is_object() || type_of(j["model"]) != "Unigram" || !j["model"].contains("vocab") ||
+      !j["model"]["vocab"].is_array()) {
+    return data_loss(where + ": not a Unigram tokenizer.json with a vocab list");
+  }
+  std::unique_ptr<UnigramTokenizer> t(new UnigramTokenizer());
+  const auto& m = j["model"];
+  double min_score = std::numeric_limits<double>::infinity();
+  for (const auto& e : m["vocab"]) {
+    if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_number()) {
+      return data_loss(where + ": vocab entry " + e.dump() + " is not [piece, score]");
+    }
+    const std::string piece = e[0].get<std::string>();
+    t->ids_.emplace(piece, static_cast<int32_t>(t->scores_.size()));
+    t->scores_.push_back(e[1].get<double>());
+    t->max_piece_bytes_ = std::max(t->max_piece_bytes_, piece.size());
+    min_score = std::min(min_score, t->scores_.back());
+  }
+  t->unk_score_ = min_score - kUnkPenalty;
+  if (m.contains("unk_id") && m["unk_id"].is_number_integer()) t->unk_id_ = m["unk_id"];
+  if (t->unk_id_ < 0 || t->unk_id_ >= static_cast<int32_t>(t->scores_.size())) {
+    return data_loss(where + ": unk_id missing or out of range");
+  }
+  if (m.contains("byte_fallback") && m["byte_fallback"] == true) {
+    return unimplemented(where + ": Unigram byte_fallback is not supported");
+  }
+  // Normalizer: none, or T5's Sequence[Precompiled, Replace(" {2,}", " ")].
+  const auto& norm = j.value("normalizer", nlohmann::json());
+  std::vector<nlohmann::json> steps;
+  if (type_of(norm) == "Sequence" && norm.contains("normalizers") &&
+      norm["normalizers"].is_array()) {
+    for (const auto& n : norm["normalizers"]) steps.push_back(n);
+  } else if (!norm.is_null()) {
+    steps.push_back(norm);
+  }
+  for (const auto& n : steps) {
+    if (type_of(n) == "Precompiled") {
+      t->ascii_only_ = true;
+    } else if (type_of(n) == "Replace" && n.contains("pattern") && n["pattern"].is_object() &&
+               n["pattern"].value("Regex", "") == " {2,}" && n.value("content", "") == " ") {
+      t->collapse_spaces_ = true;
+    } else {
+      return unimplemented(where + ": normalizer " + n.dump().substr(0, 80) + " is not supported");
+    }
+  }
+  // Pre-tokenizer: WhitespaceSplit + Metaspace("▁", prepend_scheme "always"), or Metaspace.
+  const auto& pre = j.value("pre_tokenizer", nlohmann::json());
+  std::vector<nlohmann::json> pre_steps;
+  if (type_of(pre) == "Sequence" && pre.contains("pretokenizers")) {
+    for (const auto& p : pre["pretokenizers"]) pre_steps.push_back(p);
+  } else {
+    pre_steps.push_back(pre);
+  }
+  for (const auto& p : pre_steps) {
+    const std::string type = type_of(p);
+    const bool ok = type == "WhitespaceSplit" ||
+                    (type == "Metaspace" && p.value("replacement", "") == kMetaspace &&
+                     p.value("prepend_scheme", "always") == "always");
+    if (!ok) return unimplemented(where + ": pre_tokenizer " + p.dump() + " is not supported");
+  }
+  auto id_of = [&](const char* piece) -> Result<int32_t> {
+    auto it = t->ids_.find(piece);
+    if (it == t->ids_.end()) return data_loss(where + ": vocabulary lacks " + piece);
+    return it->second;
+  };
+  QS_ASSIGN_OR_RETURN(t->eos_id_, id_of("</s>"));
+  QS_ASSIGN_OR_RETURN(t->pad_id_, id_of("<pad>"));
+  return t;
+}
+
+Result<std::vector<int32_t>> UnigramTokenizer::encode(std::string_view text) const {
+  if (!utf8_is_valid(text)) return invalid_argument("t5 tokenizer: the text is not UTF-8");
+  if (ascii_only_) {
+    for (unsigned char c : text) {
+      if (c >= 0x80 || (c < 0x20 && c != '\t' && c != '\n' && c != '\r')) {
+        return unimplemented(
+            "t5 tokenizer: this tokenizer.json normalizes with a precompiled charsmap (NFKC), "
+            "which quantserve implements only for printable ASCII text");
+      }
+    }
+  }
+  (void)collapse_spaces_;  // whitespace is split away below, which subsumes the collapse
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' ||
+                               text[i] == '\r' || text[i] == '\f' || text[i] == '\v')) {
+      ++i;
+    }
+    size_t end = i;
+    while (end < text.size() && !(text[end] == ' ' || text[end] == '\t' || text[end] == '\n' ||
+                                  text[end] == '\r' || text[end] == '\f' || text[end] == '\v')) {
+      ++end;
+    }
+    if (end == i) break;
+    const std::string word = std::string(kMetaspace) + std::string(text.substr(i, end - i));
+    i = end;
+    // Viterbi over byte positions that start a character.
+    const size_t n = word.size();
+    std::vector<double> best(n + 1, -std::numeric_limits<double>::infinity());
+    std::vector<size_t> from(n + 1, 0);
+    std::vector<int32_t> via(n + 1, -1);
+    best[0] = 0;
+    for (size_t s = 0; s < n; ++s) {
+      if (best[s] == -std::numeric_limits<double>::infinity()) continue;
+      const size_t ch = std::max<size_t>(1, utf8_char_len(word, s));
+      bool single = false;
+      for (size_t len = 1; len <= max_piece_bytes_ && s + len <= n; ++len) {
+        auto it = ids_.find(word.substr(s, len));
+        if (it == ids_.end()) continue;
+        if (len == ch) single = true;
+        const double sc = best[s] + scores_[it->second];
+        if (sc > best[s + len]) best[s + len] = sc, from[s + len] = s, via[s + len] = it->second;
+      }
+      if (!single && best[s] + unk_score_ > best[s + ch]) {
+        best[s + ch] = best[s] + unk_score_, from[s + ch] = s, via[s + ch] = unk_id_;
+      }
+    }
+    std::vector<int32_t> rev;
+    for (size_t p = n; p > 0; p = from[p]) rev.push_back(via[p]);
+    for (auto it = rev.rbegin(); it != rev.rend(); ++it) {
+      if (*it == unk_id_ && !ids.empty() && ids.back() == unk_id_ && it != rev.rbegin()) continue;
+      ids.push_back(*it);
+    }
+  }
+  return ids;
+}
+
+Result<std::vector<int32_t>> UnigramTokenizer::encode_padded(std::string_view text,
+                                                             int64_t max_length) const {
+  QS_ASSIGN_OR_RETURN(std::vector<int32_t> ids, encode(text));
+  if (static_cast<int64_t>(ids.size()) > max_length - 1) ids.resize(max_length - 1);
+  ids.push_back(eos_id_);
+  ids.resize(static_cast<size_t>(max_length), pad_id_);
+  return ids;
+}
+
+}  // namespace qs::tok

@@ -1,0 +1,67 @@
+// tests: the FLUX.1 golden fixtures (tests/golden/fixtures/flux, made by
+// scripts/golden/gen_flux_fixtures.py with diffusers): the tiny pipeline's directory and the
+// reference tensors diffusers computed, read from reference.safetensors.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/mmap_file.h"
+#include "io/checkpoint.h"
+
+namespace qs::testing {
+
+inline const std::filesystem::path kFluxFixtures =
+    std::filesystem::path(QS_SOURCE_DIR) / "tests/golden/fixtures/flux";
+inline const std::string kFluxPipeline = (kFluxFixtures / "tiny_pipeline").string();
+
+class FluxReference {
+ public:
+  FluxReference() {
+    auto file = MappedFile::open((kFluxFixtures / "reference.safetensors").string());
+    QS_CHECK_MSG(file.ok(), file.status().to_string().c_str());
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    Status s = io::read_safetensors(*file, &tensors, nullptr);
+    QS_CHECK_MSG(s.ok(), s.to_string().c_str());
+    for (auto& [name, t] : tensors) tensors_[name] = t;
+  }
+  const Tensor& tensor(const std::string& name) const {
+    auto it = tensors_.find(name);
+    QS_CHECK_MSG(it != tensors_.end(), name.c_str());
+    return it->second;
+  }
+  std::vector<float> f32(const std::string& name) const { return tensor(name).to_f32(); }
+  std::vector<int32_t> i32(const std::string& name) const {
+    const Tensor& t = tensor(name);
+    return std::vector<int32_t>(t.ptr<int32_t>(), t.ptr<int32_t>() + t.numel());
+  }
+  bool has(const std::string& name) const { return tensors_.count(name) > 0; }
+
+ private:
+  std::map<std::string, Tensor> tensors_;
+};
+
+// Every |got - want| <= atol + rtol * |want|; reports the worst element and the count off.
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, float atol,
+                         float rtol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0, worst = 0;
+  float worst_err = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float err = std::fabs(got[i] - want[i]);
+    if (!(err <= atol + rtol * std::fabs(want[i]))) ++bad;
+    if (!(err <= worst_err)) worst_err = err, worst = i;
+  }
+  std::printf("%s: max |err| %.3g over %zu values\n", what.c_str(), worst_err, got.size());
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " off; worst at " << worst
+                     << ": got " << got[worst] << " want " << want[worst];
+}
+
+}  // namespace qs::testing
