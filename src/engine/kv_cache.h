@@ -34,7 +34,7 @@ struct KvCacheConfig {
   int64_t block_size = 16;  // tokens per block, as vLLM's default
   DType dtype = DType::kF32;
   // [n_layers] each, or empty for 1.0: the fp8 scales (stored = fp8(x / scale)).
-  std::vector<float> k_scales, v_scales;
+  std::vector<float> k_scales = {}, v_scales = {};
 };
 
 class KvCache {

@@ -8,11 +8,13 @@
 // bounds below are what this must not fall under. A KV budget holds >= 1.9x the bf16 cache's
 // tokens (exactly 2x: one byte per element instead of two).
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 
 #include <gtest/gtest.h>
 
+#include "../common/cli.h"
 #include "../common/engine_runner.h"
 #include "../common/golden_fixtures.h"
 #include "engine/engine.h"
@@ -166,6 +168,30 @@ TEST(KvCacheFp8, SameBudgetHoldsTwiceTheBf16CachesTokens) {
     EXPECT_EQ(e4m3, e5m2);
     // No more than the budget: tokens x bytes per token fit in it.
     EXPECT_LE(e4m3 * engine::kv_cache_bytes_per_token((*model)->config(), DType::kF8E4M3), bytes);
+  }
+}
+
+// The CLI: the flag on generate, the capacity logged at start, and a clear error for a dtype
+// vLLM has but we do not (fp8_inc) or a misspelling.
+TEST(KvCacheFp8, GenerateTakesTheFlagAndLogsTheCapacity) {
+  const std::string model = std::string(QS_SOURCE_DIR) + "/models/stories260K";
+  const std::string base =
+      "generate --model " + model + " --prompt 'Once upon a time' --temperature 0 --max-tokens 24";
+  const testing::CliResult f32 = testing::run_cli(base + " --kv-cache-dtype auto", false);
+  const testing::CliResult fp8 = testing::run_cli(base + " --kv-cache-dtype fp8", false);
+  ASSERT_EQ(f32.exit_code, 0) << f32.output;
+  ASSERT_EQ(fp8.exit_code, 0) << fp8.output;
+  EXPECT_FALSE(fp8.output.empty());
+  setenv("QS_LOG_LEVEL", "info", 1);  // the capacity line is an info line
+  const testing::CliResult logged =
+      testing::run_cli(base + " --kv-cache-dtype fp8_e4m3 2>&1 >/dev/null | grep 'KV cache'");
+  EXPECT_NE(logged.output.find("KV cache (fp8_e4m3, F8_E4M3)"), std::string::npos) << logged.output;
+  for (const char* bad : {"fp8_inc", "float8", ""}) {
+    const testing::CliResult r =
+        testing::run_cli(base + " --kv-cache-dtype '" + std::string(bad) + "'");
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.output.find("choose auto, bfloat16, fp8, fp8_e4m3 or fp8_e5m2"), std::string::npos)
+        << r.output;
   }
 }
 
