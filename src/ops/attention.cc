@@ -7,7 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <type_traits>
+
 #include "core/check.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/kv_fp8_cpu.h"
 #include "ops/elementwise.h"
 #include "ops/kv_codec.h"
 
@@ -89,10 +93,21 @@ struct Tile {
 // Attention for every query row of the tile over its key range, on a cache of Codec's
 // elements. Inlined into the per-dtype entry points below, which are compiled for AVX-512,
 // AVX2+FMA and the baseline and picked at load time by the CPU (GCC target_clones).
+// Hand-vectorised fp8 row loops (kernels/cpu/kv_fp8_cpu.h), when the CPU runs AVX-512.
+struct Fp8RowKernels {
+  float (*dot)(const float*, const uint8_t*, int64_t);
+  void (*axpy)(float, const uint8_t*, float*, int64_t);
+};
+constexpr Fp8RowKernels kE4M3Avx512 = {kernels::cpu::kv_dot_e4m3_avx512,
+                                       kernels::cpu::kv_axpy_e4m3_avx512};
+constexpr Fp8RowKernels kE5M2Avx512 = {kernels::cpu::kv_dot_e5m2_avx512,
+                                       kernels::cpu::kv_axpy_e5m2_avx512};
+
 template <class Codec>
 __attribute__((always_inline)) inline void attend_tile_impl(
     const float* q, const PagedKvLayer& c, const AttentionSeq& s, const AttentionParams& p,
-    const Tile& tile, std::vector<float>& scores, float* out, float* partials) {
+    const Tile& tile, std::vector<float>& scores, float* out, float* partials,
+    const Fp8RowKernels* rk) {
   using T = typename Codec::T;
   const int64_t hd = c.head_dim, group = p.n_heads / c.n_kv_heads;
   const auto* kc = static_cast<const T*>(c.k);
@@ -119,8 +134,13 @@ __attribute__((always_inline)) inline void attend_tile_impl(
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t pos = first_pos + r / group;
       if (key < key_lo(pos) || key >= key_hi(pos)) continue;
-      scores[r * n_keys + (key - tile.key_begin)] =
-          dot<Codec>(q + out_row(r), kr, hd) * score_scale;
+      float d;
+      if constexpr (std::is_same_v<T, uint8_t>) {
+        d = rk != nullptr ? rk->dot(q + out_row(r), kr, hd) : dot<Codec>(q + out_row(r), kr, hd);
+      } else {
+        d = dot<Codec>(q + out_row(r), kr, hd);
+      }
+      scores[r * n_keys + (key - tile.key_begin)] = d * score_scale;
     }
   }
   std::vector<float> row_max(rows), row_sum(rows);
@@ -145,7 +165,14 @@ __attribute__((always_inline)) inline void attend_tile_impl(
       const int64_t pos = first_pos + r / group;
       if (key < key_lo(pos) || key >= key_hi(pos)) continue;
       float* o = tile.partial < 0 ? out + out_row(r) : partials + tile.partial + r * (2 + hd) + 2;
-      axpy<Codec>(scores[r * n_keys + (key - tile.key_begin)], vr, o, hd);
+      const float w = scores[r * n_keys + (key - tile.key_begin)];
+      if constexpr (std::is_same_v<T, uint8_t>) {
+        if (rk != nullptr) {
+          rk->axpy(w, vr, o, hd);
+          continue;
+        }
+      }
+      axpy<Codec>(w, vr, o, hd);
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -164,8 +191,9 @@ __attribute__((always_inline)) inline void attend_tile_impl(
 #define QS_ATTEND_TILE(name, Codec)                                                           \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void name(    \
       const float* q, const PagedKvLayer& c, const AttentionSeq& s, const AttentionParams& p, \
-      const Tile& tile, std::vector<float>& scores, float* out, float* partials) {            \
-    attend_tile_impl<Codec>(q, c, s, p, tile, scores, out, partials);                         \
+      const Tile& tile, std::vector<float>& scores, float* out, float* partials,              \
+      const Fp8RowKernels* rk) {                                                              \
+    attend_tile_impl<Codec>(q, c, s, p, tile, scores, out, partials, rk);                     \
   }
 QS_ATTEND_TILE(attend_tile_f32, KvF32)
 QS_ATTEND_TILE(attend_tile_bf16, KvBF16)
@@ -175,7 +203,16 @@ QS_ATTEND_TILE(attend_tile_e5m2, KvFp8E5M2)
 
 using AttendTileFn = void (*)(const float*, const PagedKvLayer&, const AttentionSeq&,
                               const AttentionParams&, const Tile&, std::vector<float>&, float*,
-                              float*);
+                              float*, const Fp8RowKernels*);
+
+// The AVX-512 fp8 row loops for a cache of `t`, or null (other dtypes, or no AVX-512: the
+// portable codec loops run).
+const Fp8RowKernels* fp8_row_kernels_for(DType t) {
+  if (kernels::active_isa() != kernels::Isa::kAvx512) return nullptr;
+  if (t == DType::kF8E4M3) return &kE4M3Avx512;
+  if (t == DType::kF8E5M2) return &kE5M2Avx512;
+  return nullptr;
+}
 
 // Chosen once per call (validate_paged_batch has checked the dtype).
 AttendTileFn attend_tile_for(DType t) {
@@ -380,10 +417,11 @@ Status paged_attention(const float* q, const PagedKvLayer& cache,
   // n_threads-th tile rather than a contiguous range: the work evens out.
   const int64_t n_tiles = static_cast<int64_t>(tiles.size());
   const AttendTileFn attend_tile = attend_tile_for(cache.dtype);
+  const Fp8RowKernels* rk = fp8_row_kernels_for(cache.dtype);
   pool.run([&](int thread, int n_threads) {
     std::vector<float> scores;  // [rows, n_keys] of the current tile
     for (int64_t i = thread; i < n_tiles; i += n_threads) {
-      attend_tile(q, cache, seqs[tiles[i].seq], params, tiles[i], scores, out, partials.data());
+      attend_tile(q, cache, seqs[tiles[i].seq], params, tiles[i], scores, out, partials.data(), rk);
     }
   });
   // Merge the parts of split tiles: softmax over all keys from per-part (max, sum, output).

@@ -63,8 +63,8 @@ struct KvFp8E4M3 {
 };
 
 // OCP e5m2: the top byte of an f16. value = 2^(e-15) (1 + m/4) for e >= 1, m 2^-16 for
-// e == 0. store() saturates finite values (and infinities) to +-57344, so only a NaN key or
-// value is stored with exponent 31, and it reads back as NaN.
+// e == 0; exponent 31 is infinity or NaN, as in f16. store() saturates finite values (and
+// infinities) to +-57344, so only a NaN key or value is stored with exponent 31.
 struct KvFp8E5M2 {
   using T = uint8_t;
   static constexpr DType kType = DType::kF8E5M2;
@@ -73,7 +73,9 @@ struct KvFp8E5M2 {
     const uint32_t mag = v & 0x7fu, sign = static_cast<uint32_t>(v & 0x80u) << 24;
     const float normal = kv_bits_f32((mag << 21) + (112u << 23));
     const float sub = static_cast<float>(static_cast<int32_t>(mag & 3u)) * 0x1p-16f;
-    const float a = mag >= 0x7cu ? kKvNaN : ((mag >> 2) != 0 ? normal : sub);
+    const float a = mag > 0x7cu    ? kKvNaN
+                    : mag == 0x7cu ? __builtin_inff()
+                                   : ((mag >> 2) != 0 ? normal : sub);
     return kv_with_sign(a, sign);
   }
   static T store(float x) {
