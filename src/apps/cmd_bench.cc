@@ -122,8 +122,11 @@ Status bench_latency(const Flags& flags) {
   engine_cfg.max_model_len = max_tokens + 1;
   engine_cfg.max_num_batched_tokens = std::max<int64_t>(max_tokens, 1);
   engine_cfg.enable_prefix_caching = false;
-  QS_ASSIGN_OR_RETURN(engine_cfg.kv_cache_bytes,
-                      engine::kv_cache_bytes_for_tokens(cfg, engine_cfg.max_model_len));
+  QS_ASSIGN_OR_RETURN(engine_cfg.kv_cache_dtype, kv_cache_dtype_from_flags(flags));
+  QS_ASSIGN_OR_RETURN(
+      engine_cfg.kv_cache_bytes,
+      engine::kv_cache_bytes_for_tokens(cfg, engine_cfg.max_model_len, engine_cfg.block_size,
+                                        engine_cfg.kv_cache_dtype));
 
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> token_dist(0, static_cast<int32_t>(cfg.vocab_size - 1));
@@ -238,6 +241,7 @@ int cmd_bench(const Args& args) {
       .add("json", "also write the results as JSON to this file (- = stdout, table to stderr)")
       .add("no-roofline", "skip the bandwidth probes around decode tests", true);
   add_model_flags(flags);
+  add_kv_cache_dtype_flag(flags);
   if (Status s = flags.parse(Args(args.begin() + 1, args.end())); !s.ok()) {
     std::fprintf(stderr, "bench: %s\n\n%s", s.message().c_str(),
                  flags.usage("bench latency").c_str());

@@ -127,8 +127,10 @@ Status run(const Flags& flags) {
   // The engine lives for the whole conversation, sized for one request of the model's
   // context, or of what half the free memory holds if that is less.
   engine::EngineConfig config;
+  QS_ASSIGN_OR_RETURN(config.kv_cache_dtype, kv_cache_dtype_from_flags(flags));
   config.max_model_len = model->config().max_position_embeddings;
-  const int64_t token_bytes = engine::kv_cache_bytes_per_token(model->config());
+  const int64_t token_bytes =
+      engine::kv_cache_bytes_per_token(model->config(), config.kv_cache_dtype);
   QS_ASSIGN_OR_RETURN(int64_t budget, engine::kv_cache_bytes_from_memory_fraction(0.5));
   const int64_t max_tokens_in_budget = budget / token_bytes / config.block_size * config.block_size;
   if (max_tokens_in_budget < config.max_model_len) {
@@ -136,9 +138,9 @@ Status run(const Flags& flags) {
                 static_cast<long long>(max_tokens_in_budget));
     config.max_model_len = max_tokens_in_budget;
   }
-  QS_ASSIGN_OR_RETURN(
-      config.kv_cache_bytes,
-      engine::kv_cache_bytes_for_tokens(model->config(), config.max_model_len, config.block_size));
+  QS_ASSIGN_OR_RETURN(config.kv_cache_bytes,
+                      engine::kv_cache_bytes_for_tokens(model->config(), config.max_model_len,
+                                                        config.block_size, config.kv_cache_dtype));
   ThreadPool pool(static_cast<int>(threads));
   QS_ASSIGN_OR_RETURN(auto engine,
                       engine::Engine::create(*model, tokenizer.get(), eos, pool, config));
@@ -193,6 +195,7 @@ int cmd_chat(const Args& args) {
       .add("verbose-prompt", "print each rendered prompt to stderr", true)
       .add("stats", "print tokens and time of each reply to stderr", true);
   add_model_flags(flags);
+  add_kv_cache_dtype_flag(flags);
   add_sampling_flags(flags, kDefaultMaxTokens);
   return run_command(kUsageName, flags, args, check_flag_values, run);
 }

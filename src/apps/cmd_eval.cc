@@ -11,6 +11,7 @@
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
+#include "engine/kv_cache.h"
 #include "eval/eval_run.h"
 #include "io/checkpoint.h"
 
@@ -22,6 +23,8 @@ Status check(const Flags& flags) {
   QS_RETURN_IF_ERROR(flags.get_int("threads").status());
   QS_RETURN_IF_ERROR(flags.get_int("max-tokens").status());
   if (flags.has("seqlen")) QS_RETURN_IF_ERROR(flags.get_int("seqlen").status());
+  QS_RETURN_IF_ERROR(kv_cache_dtype_from_flags(flags).status());
+  QS_RETURN_IF_ERROR(engine::parse_kv_cache_dtype(flags.get("reference-kv-cache-dtype")).status());
   return ok_status();
 }
 
@@ -36,6 +39,9 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
   req.threads = static_cast<int>(threads);
   req.load = load_options_from_flags(flags);
+  QS_ASSIGN_OR_RETURN(req.kv_cache_dtype, kv_cache_dtype_from_flags(flags));
+  QS_ASSIGN_OR_RETURN(req.reference_kv_cache_dtype,
+                      engine::parse_kv_cache_dtype(flags.get("reference-kv-cache-dtype")));
   QS_ASSIGN_OR_RETURN(nlohmann::json result, eval::run_eval(req));
   eval::print_eval_table(result, flags.get("json") == "-" ? stderr : stdout);
   if (flags.get("json") == "-") {
@@ -60,6 +66,9 @@ int cmd_eval(const Args& args) {
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()))
       .add("json", "also write the results as JSON to this file (- = stdout, table to stderr)");
   add_model_flags(flags);
+  add_kv_cache_dtype_flag(flags);
+  flags.add("reference-kv-cache-dtype", "KV cache dtype of the reference (as --kv-cache-dtype)",
+            false, "auto");
   return run_command("eval", flags, args, check, run);
 }
 

@@ -92,11 +92,12 @@ Status run(const Flags& flags) {
   // One request: the cache holds exactly its prompt and max_tokens (within the context).
   const int64_t prompt_len = static_cast<int64_t>(request.prompt_ids.size());
   engine::EngineConfig config;
+  QS_ASSIGN_OR_RETURN(config.kv_cache_dtype, kv_cache_dtype_from_flags(flags));
   config.max_model_len = std::min<int64_t>(model->config().max_position_embeddings,
                                            prompt_len + request.params.max_tokens);
-  QS_ASSIGN_OR_RETURN(
-      config.kv_cache_bytes,
-      engine::kv_cache_bytes_for_tokens(model->config(), config.max_model_len, config.block_size));
+  QS_ASSIGN_OR_RETURN(config.kv_cache_bytes,
+                      engine::kv_cache_bytes_for_tokens(model->config(), config.max_model_len,
+                                                        config.block_size, config.kv_cache_dtype));
   ThreadPool pool(static_cast<int>(threads));
   QS_ASSIGN_OR_RETURN(auto engine,
                       engine::Engine::create(*model, tokenizer.get(), eos, pool, config));
@@ -137,6 +138,7 @@ int cmd_generate(const Args& args) {
       .add("chat", "wrap the prompt as a user message in the model's chat template", true)
       .add("ignore-eos", "keep generating past EOS", true);
   add_model_flags(flags);
+  add_kv_cache_dtype_flag(flags);
   add_sampling_flags(flags, kDefaultMaxTokens);
   return run_command(kUsageName, flags, args, check_sampling_flag_values, run);
 }

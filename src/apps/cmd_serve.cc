@@ -80,6 +80,7 @@ Status check_flag_values(const Flags& flags) {
     QS_RETURN_IF_ERROR(int_flag(flags, "max-num-batched-tokens", 1, INT32_MAX).status());
   if (flags.has("kv-cache-memory"))
     QS_RETURN_IF_ERROR(parse_bytes(flags.get("kv-cache-memory")).status());
+  QS_RETURN_IF_ERROR(kv_cache_dtype_from_flags(flags).status());
   return ok_status();
 }
 
@@ -119,7 +120,8 @@ Result<int64_t> kv_cache_budget(const Flags& flags, const engine::EngineConfig& 
     return engine::kv_cache_bytes_from_memory_fraction(fraction);
   }
   QS_ASSIGN_OR_RETURN(int64_t available, engine::available_memory_bytes());
-  const double per_token = static_cast<double>(engine::kv_cache_bytes_per_token(config));
+  const double per_token =
+      static_cast<double>(engine::kv_cache_bytes_per_token(config, engine_config.kv_cache_dtype));
   const double wanted = per_token * static_cast<double>(engine_config.max_model_len + 16) *
                         static_cast<double>(engine_config.max_num_seqs);
   const double cap = 0.25 * static_cast<double>(available);
@@ -188,6 +190,7 @@ Status run(const Flags& flags) {
                         int_flag(flags, "max-num-batched-tokens", 1, INT32_MAX));
   }
   engine_config.enable_prefix_caching = !flags.has("no-enable-prefix-caching");
+  QS_ASSIGN_OR_RETURN(engine_config.kv_cache_dtype, kv_cache_dtype_from_flags(flags));
   QS_ASSIGN_OR_RETURN(engine_config.kv_cache_bytes, kv_cache_budget(flags, engine_config, config));
 
   ThreadPool pool(threads);
@@ -254,6 +257,7 @@ int cmd_serve(const Args& args) {
       .add("no-enable-prefix-caching", "disable prefix caching", true)
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()));
   add_model_flags(flags);
+  add_kv_cache_dtype_flag(flags);
   // run_command rejects positional arguments; serve takes the model as one.
   Status parsed = flags.parse(args);
   if (parsed.ok() && flags.help_requested()) {

@@ -1,10 +1,12 @@
 // apps: the model-loading flags every command that loads a checkpoint shares (generate, chat,
 // bench latency, inspect), defined once here. Today that is vLLM's --quantization: empty means
 // "detect from the checkpoint"; a name must agree with what detection finds (the loader
-// checks it, io::check_requested_quantization).
+// checks it, io::check_requested_quantization). The commands that run the engine (generate,
+// chat, bench latency/throughput, serve, eval) also share vLLM's --kv-cache-dtype.
 #pragma once
 
 #include "apps/flags.h"
+#include "core/dtype.h"
 #include "models/model.h"
 
 namespace qs::apps {
@@ -14,5 +16,11 @@ void add_model_flags(Flags& flags);
 
 // The load options those flags ask for.
 models::LoadOptions load_options_from_flags(const Flags& flags);
+
+// Adds --kv-cache-dtype auto|bfloat16|fp8|fp8_e4m3|fp8_e5m2 (default auto).
+void add_kv_cache_dtype_flag(Flags& flags);
+
+// The cache dtype it names (engine::parse_kv_cache_dtype), or its error.
+Result<DType> kv_cache_dtype_from_flags(const Flags& flags);
 
 }  // namespace qs::apps

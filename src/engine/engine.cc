@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "engine/memory_budget.h"
 
 namespace qs::engine {
 
@@ -58,8 +59,31 @@ Result<std::unique_ptr<Engine>> Engine::create(const models::Model& model,
   kv.n_kv_heads = c.n_kv_heads;
   kv.head_dim = c.head_dim;
   kv.block_size = cfg.block_size;
-  const int64_t block_bytes = 2 * static_cast<int64_t>(sizeof(float)) * c.n_layers * c.n_kv_heads *
-                              c.head_dim * cfg.block_size;
+  if (!ops::kv_cache_dtype_supported(cfg.kv_cache_dtype)) {
+    return invalid_argument(std::string("engine: no KV cache of dtype ") +
+                            dtype_name(cfg.kv_cache_dtype));
+  }
+  kv.dtype = cfg.kv_cache_dtype;
+  const bool fp8 = kv.dtype == DType::kF8E4M3 || kv.dtype == DType::kF8E5M2;
+  // vLLM: with an `auto` (here also bf16) cache the checkpoint's scales are forced to 1.0.
+  if (fp8) {
+    const models::KvCacheScales& scales = model.kv_cache_scales();
+    if (static_cast<int64_t>(scales.k.size()) == c.n_layers) {
+      kv.k_scales = scales.k;
+      kv.v_scales = scales.v;
+    }
+    if (scales.n_from_checkpoint == 0) {
+      QS_LOG_WARN(
+          "engine: the checkpoint has no KV-cache scales; the %s cache uses k_scale = v_scale = "
+          "1.0 (as vLLM does), which may cost accuracy",
+          kv_cache_dtype_name(kv.dtype));
+    } else {
+      QS_LOG_INFO("engine: KV-cache scales from the checkpoint for %lld of %lld layers",
+                  static_cast<long long>(scales.n_from_checkpoint),
+                  static_cast<long long>(c.n_layers));
+    }
+  }
+  const int64_t block_bytes = kv_cache_bytes_per_token(c, kv.dtype) * cfg.block_size;
   kv.n_blocks = cfg.kv_cache_bytes / block_bytes;
   const int64_t need_blocks = (cfg.max_model_len + cfg.block_size - 1) / cfg.block_size;
   if (kv.n_blocks < need_blocks) {
@@ -71,10 +95,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const models::Model& model,
                         " bytes); give it more memory or lower max_model_len");
   }
   QS_LOG_INFO(
-      "engine: KV cache %lld blocks x %lld tokens = %lld tokens (%.1f MiB); maximum "
+      "engine: KV cache (%s, %s) %lld blocks x %lld tokens = %lld tokens (%.1f MiB); maximum "
       "concurrency for %lld tokens per request: %.2fx",
-      static_cast<long long>(kv.n_blocks), static_cast<long long>(cfg.block_size),
-      static_cast<long long>(kv.n_blocks * cfg.block_size),
+      kv_cache_dtype_name(kv.dtype), dtype_name(kv.dtype), static_cast<long long>(kv.n_blocks),
+      static_cast<long long>(cfg.block_size), static_cast<long long>(kv.n_blocks * cfg.block_size),
       static_cast<double>(kv.n_blocks * block_bytes) / (1 << 20),
       static_cast<long long>(cfg.max_model_len),
       static_cast<double>(kv.n_blocks * cfg.block_size) / cfg.max_model_len);

@@ -31,6 +31,9 @@ struct EngineConfig {
   // one max_model_len sequence. memory_budget.h has helpers to choose it.
   int64_t kv_cache_bytes = 0;
   int64_t block_size = 16;  // tokens per KV block (--block-size)
+  // --kv-cache-dtype (kv_cache.h): F32 (auto), BF16, F8_E4M3 or F8_E5M2. The fp8 ones take
+  // the model's per-layer k/v scales (1.0 where the checkpoint has none).
+  DType kv_cache_dtype = DType::kF32;
   int64_t max_num_seqs = 256;
   int64_t max_num_batched_tokens = 2048;  // tokens per forward (the step's token budget)
   // Prompt + output tokens of one request; 0: the model's max_position_embeddings. Larger is

@@ -7,16 +7,47 @@
 
 namespace qs::engine {
 
+Result<DType> parse_kv_cache_dtype(std::string_view name) {
+  if (name == "auto") return DType::kF32;
+  if (name == "bfloat16") return DType::kBF16;
+  if (name == "fp8" || name == "fp8_e4m3") return DType::kF8E4M3;
+  if (name == "fp8_e5m2") return DType::kF8E5M2;
+  return invalid_argument("--kv-cache-dtype: unknown or unsupported '" + std::string(name) +
+                          "'; choose auto, bfloat16, fp8, fp8_e4m3 or fp8_e5m2");
+}
+
+const char* kv_cache_dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return "auto";
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kF8E4M3:
+      return "fp8_e4m3";
+    case DType::kF8E5M2:
+      return "fp8_e5m2";
+    default:
+      return dtype_name(t);
+  }
+}
+
 KvCache::KvCache(const KvCacheConfig& config) : config_(config), allocator_(config.n_blocks) {
   QS_CHECK(config.n_layers > 0 && config.n_kv_heads > 0 && config.head_dim > 0 &&
            config.block_size > 0);
+  QS_CHECK(ops::kv_cache_dtype_supported(config.dtype));
+  QS_CHECK(config.k_scales.empty() ||
+           static_cast<int64_t>(config.k_scales.size()) == config.n_layers);
+  QS_CHECK(config.v_scales.empty() ||
+           static_cast<int64_t>(config.v_scales.size()) == config.n_layers);
   const std::vector<int64_t> shape = {config.n_blocks, config.block_size, config.n_kv_heads,
                                       config.head_dim};
   for (int64_t i = 0; i < config.n_layers; ++i) {
-    k_.push_back(Tensor::zeros(DType::kF32, shape));
-    v_.push_back(Tensor::zeros(DType::kF32, shape));
+    k_.push_back(Tensor::zeros(config.dtype, shape));
+    v_.push_back(Tensor::zeros(config.dtype, shape));
     ops::PagedKvLayer view;
-    view.dtype = DType::kF32;
+    view.dtype = config.dtype;
+    if (!config.k_scales.empty()) view.k_scale = config.k_scales[i];
+    if (!config.v_scales.empty()) view.v_scale = config.v_scales[i];
     view.k = k_.back().writable_data;
     view.v = v_.back().writable_data;
     view.n_blocks = config.n_blocks;

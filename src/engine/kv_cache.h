@@ -1,13 +1,17 @@
 // engine: the paged KV cache. Owns, per layer, K and V storage of [n_blocks, block_size,
-// n_kv_heads, head_dim] (f32 now; the dtype field of ops::PagedKvLayer is where fp8 goes) and
-// the block table of every live sequence. Sequences grow block by block and give their blocks
-// back when they end; running out of blocks is an error naming the sequence and the counts.
+// n_kv_heads, head_dim] in the cache dtype (--kv-cache-dtype: f32 for `auto`, bf16, fp8 e4m3
+// or e5m2 with per-layer k/v scales) and the block table of every live sequence. Sequences grow
+// block by block and give their blocks back when they end; running out of blocks is an error naming
+// the sequence and the counts.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "engine/block_allocator.h"
@@ -15,12 +19,22 @@
 
 namespace qs::engine {
 
+// vLLM's --kv-cache-dtype: "auto" is the compute dtype, f32 here (vLLM's is the model's
+// dtype; ours computes attention in f32 whatever the weights are), "bfloat16", and "fp8"
+// (= "fp8_e4m3", as on CUDA) or "fp8_e5m2". Anything else is an error listing the choices.
+Result<DType> parse_kv_cache_dtype(std::string_view name);
+// The flag's spelling of a cache dtype ("auto" for F32).
+const char* kv_cache_dtype_name(DType t);
+
 struct KvCacheConfig {
   int64_t n_layers = 0;
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t n_blocks = 0;
   int64_t block_size = 16;  // tokens per block, as vLLM's default
+  DType dtype = DType::kF32;
+  // [n_layers] each, or empty for 1.0: the fp8 scales (stored = fp8(x / scale)).
+  std::vector<float> k_scales = {}, v_scales = {};
 };
 
 class KvCache {

@@ -10,8 +10,8 @@
 
 namespace qs::engine {
 
-int64_t kv_cache_bytes_per_token(const models::ModelConfig& c) {
-  return 2 * static_cast<int64_t>(sizeof(float)) * c.n_layers * c.n_kv_heads * c.head_dim;
+int64_t kv_cache_bytes_per_token(const models::ModelConfig& c, DType cache_dtype) {
+  return 2 * static_cast<int64_t>(dtype_size(cache_dtype)) * c.n_layers * c.n_kv_heads * c.head_dim;
 }
 
 Result<int64_t> available_memory_bytes() {
@@ -36,9 +36,9 @@ Result<int64_t> kv_cache_bytes_from_memory_fraction(double fraction) {
 }
 
 Result<int64_t> kv_cache_bytes_for_tokens(const models::ModelConfig& config, int64_t n_tokens,
-                                          int64_t block_size) {
+                                          int64_t block_size, DType cache_dtype) {
   const int64_t n_blocks = (n_tokens + block_size - 1) / block_size;
-  const double bytes = static_cast<double>(kv_cache_bytes_per_token(config)) *
+  const double bytes = static_cast<double>(kv_cache_bytes_per_token(config, cache_dtype)) *
                        static_cast<double>(n_blocks) * static_cast<double>(block_size);
   const double ram_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   if (ram_bytes > 0 && bytes > 0.5 * ram_bytes) {

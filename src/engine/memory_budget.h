@@ -1,17 +1,21 @@
 // engine: how many bytes the KV cache may take, decided once after the weights are loaded
-// (vLLM sizes its cache the same way, from --gpu-memory-utilization). The cache holds f32
-// K and V for every layer, so a token costs 2 x 4 x n_layers x n_kv_heads x head_dim bytes.
+// (vLLM sizes its cache the same way, from --gpu-memory-utilization). The cache holds K and
+// V for every layer in its dtype (--kv-cache-dtype), so a token costs
+// 2 x dtype_size x n_layers x n_kv_heads x head_dim bytes: 4 for auto (f32), 2 for bf16, 1
+// for fp8.
 #pragma once
 
 #include <cstdint>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "models/model_config.h"
 
 namespace qs::engine {
 
 // K and V bytes one token takes over all layers.
-int64_t kv_cache_bytes_per_token(const models::ModelConfig& config);
+int64_t kv_cache_bytes_per_token(const models::ModelConfig& config,
+                                 DType cache_dtype = DType::kF32);
 
 // MemAvailable from /proc/meminfo: what the kernel can hand out without swapping.
 Result<int64_t> available_memory_bytes();
@@ -25,6 +29,6 @@ Result<int64_t> kv_cache_bytes_from_memory_fraction(double fraction);
 // long their requests are (the CLI). A cache that would need more than half of this machine's
 // memory is an error that says so, never an out-of-memory kill.
 Result<int64_t> kv_cache_bytes_for_tokens(const models::ModelConfig& config, int64_t n_tokens,
-                                          int64_t block_size = 16);
+                                          int64_t block_size = 16, DType cache_dtype = DType::kF32);
 
 }  // namespace qs::engine

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/kv_cache.h"
 #include "eval/perplexity.h"
 #include "io/text_dataset.h"
 #include "tokenizer/tokenizer.h"
@@ -32,6 +33,8 @@ Result<nlohmann::json> run_eval(const EvalRequest& request) {
   EvalOptions options;
   options.max_tokens = request.max_tokens;
   options.seqlen = request.seqlen;
+  options.kv_cache_dtype = request.kv_cache_dtype;
+  options.reference_kv_cache_dtype = request.reference_kv_cache_dtype;
   if (options.seqlen == 0) {
     options.seqlen = std::min<int64_t>(2048, model->config().max_position_embeddings);
     if (reference) {
@@ -48,6 +51,7 @@ Result<nlohmann::json> run_eval(const EvalRequest& request) {
                       {"dataset_tokens", tokens.size()},
                       {"bos", "tokenizer's own (once, at the start of the text)"},
                       {"seqlen", r.seqlen},
+                      {"kv_cache_dtype", engine::kv_cache_dtype_name(request.kv_cache_dtype)},
                       {"windows", r.n_windows},
                       {"scored_tokens", r.n_scored},
                       {"nll_mean", r.nll_mean},
@@ -57,6 +61,7 @@ Result<nlohmann::json> run_eval(const EvalRequest& request) {
   j["weights"] = q.quantized() ? q.summary() : "unquantized";
   if (r.has_reference) {
     j["reference"] = request.reference_dir;
+    j["reference_kv_cache_dtype"] = engine::kv_cache_dtype_name(request.reference_kv_cache_dtype);
     j["reference_nll_mean"] = r.ref_nll_mean;
     j["reference_ppl"] = r.ref_ppl;
     j["kl_mean"] = r.kl_mean;

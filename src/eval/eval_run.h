@@ -21,6 +21,8 @@ struct EvalRequest {
   int64_t max_tokens = 0;     // 0: the whole text
   int threads = 1;
   models::LoadOptions load;
+  DType kv_cache_dtype = DType::kF32;  // --kv-cache-dtype (of the evaluated model)
+  DType reference_kv_cache_dtype = DType::kF32;
 };
 
 // The held-out text shipped with the project: the first 406 lines of WikiText-2's test split.

@@ -27,13 +27,20 @@ int64_t argmax(const float* x, int64_t n) {
 // One model with its own cache, run window by window in chunks.
 class Runner {
  public:
-  Runner(const models::Model& model, int64_t seqlen) : model_(model) {
+  Runner(const models::Model& model, int64_t seqlen, DType cache_dtype) : model_(model) {
     const models::ModelConfig& cfg = model.config();
     engine::KvCacheConfig kv;
     kv.n_layers = cfg.n_layers;
     kv.n_kv_heads = cfg.n_kv_heads;
     kv.head_dim = cfg.head_dim;
     kv.n_blocks = (seqlen + kv.block_size - 1) / kv.block_size;
+    kv.dtype = cache_dtype;
+    const models::KvCacheScales& scales = model.kv_cache_scales();
+    const bool fp8 = cache_dtype == DType::kF8E4M3 || cache_dtype == DType::kF8E5M2;
+    if (fp8 && static_cast<int64_t>(scales.k.size()) == cfg.n_layers) {
+      kv.k_scales = scales.k;
+      kv.v_scales = scales.v;
+    }
     cache_ = std::make_unique<engine::KvCache>(kv);
   }
 
@@ -117,9 +124,16 @@ Result<EvalReport> evaluate(const models::Model& model, const models::Model* ref
     }
   }
 
-  Runner runner(model, seqlen);
+  for (DType t : {options.kv_cache_dtype, options.reference_kv_cache_dtype}) {
+    if (!ops::kv_cache_dtype_supported(t)) {
+      return invalid_argument(std::string("eval: no KV cache of dtype ") + dtype_name(t));
+    }
+  }
+  Runner runner(model, seqlen, options.kv_cache_dtype);
   std::unique_ptr<Runner> ref_runner;
-  if (reference != nullptr) ref_runner = std::make_unique<Runner>(*reference, seqlen);
+  if (reference != nullptr) {
+    ref_runner = std::make_unique<Runner>(*reference, seqlen, options.reference_kv_cache_dtype);
+  }
 
   EvalReport r;
   r.seqlen = seqlen;

@@ -27,6 +27,11 @@ struct EvalOptions {
   // Tokens per forward call within a window: bounds the logits buffer (chunk x vocab floats
   // per model) without changing the result beyond float summation order inside attention.
   int64_t chunk_tokens = 512;
+  // KV-cache dtypes (engine::parse_kv_cache_dtype) of the model and of the reference: with the
+  // same checkpoint as both, KL measures what a smaller cache costs. fp8 takes each model's
+  // checkpoint scales (1.0 where it has none).
+  DType kv_cache_dtype = DType::kF32;
+  DType reference_kv_cache_dtype = DType::kF32;
 };
 
 struct EvalReport {

@@ -222,8 +222,10 @@ Status parse_compressed_tensors(const json& qc, const Where& w, Parsed* p) {
   if (!have_default) {
     return w.invalid("config_groups", *groups, "no group quantizes weights");
   }
-  if (find(qc, "kv_cache_scheme")) {
-    p->notes.push_back("kv_cache_scheme is set; the KV cache ignores it");
+  if (const json* kv = find(qc, "kv_cache_scheme"); kv != nullptr && !kv->is_null()) {
+    // As in vLLM, the scheme's k/v scales (k_proj/v_proj.output_scale, models/kv_scales.h)
+    // apply only to a cache the user asks to be fp8; an auto cache keeps f32 K/V.
+    p->notes.push_back("kv_cache_scheme is set; its k/v scales are used with --kv-cache-dtype fp8");
   }
 
   auto add_target = [&](const std::string& t, const QuantScheme& s, const Where& tw,

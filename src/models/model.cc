@@ -159,8 +159,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   }
   if (!config.tie_word_embeddings) linear("lm_head", config.vocab_size, hidden, &m->lm_head_);
   problems.insert(problems.end(), linears.problems().begin(), linears.problems().end());
+  std::set<std::string> consumed = linears.consumed();
+  auto kv_scales = read_kv_cache_scales(ckpt, config.n_layers, config.n_kv_heads, &consumed);
+  if (!kv_scales.ok()) problems.push_back(kv_scales.status().message());
   QS_RETURN_IF_ERROR(report(dir, config, problems));
-  warn_unexpected(ckpt, config, linears.consumed());
+  m->kv_scales_ = std::move(kv_scales).value();
+  warn_unexpected(ckpt, config, consumed);
 
   m->embed_ = get(ckpt, "model.embed_tokens.weight");
   for (int64_t i = 0; i < config.n_layers; ++i) {

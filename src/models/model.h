@@ -16,6 +16,7 @@
 #include "formats/quant_scheme.h"
 #include "io/quant_config.h"
 #include "models/blocks.h"
+#include "models/kv_scales.h"
 #include "models/model_config.h"
 #include "ops/attention.h"
 #include "ops/linear.h"
@@ -83,6 +84,10 @@ class Model {
   Status embed(std::span<const int32_t> ids, float* out) const;
   const DecoderLayerWeights& layer(int64_t index) const { return layers_.at(index); }
 
+  // Per-layer k/v scales for an fp8 KV cache, from the checkpoint where it has them, else 1.0
+  // (models/kv_scales.h).
+  const KvCacheScales& kv_cache_scales() const { return kv_scales_; }
+
  private:
   ModelConfig config_;
   io::QuantConfig quant_;
@@ -92,6 +97,7 @@ class Model {
   std::vector<DecoderLayerWeights> layers_;
   std::vector<float> final_norm_;  // [hidden]
   ops::LinearWeight lm_head_;      // [vocab, hidden]; the embedding itself when tied
+  KvCacheScales kv_scales_;
 };
 
 }  // namespace qs::models

@@ -7,7 +7,13 @@
 #include <string>
 #include <vector>
 
+#include <type_traits>
+
+#include "core/check.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/kv_fp8_cpu.h"
 #include "ops/elementwise.h"
+#include "ops/kv_codec.h"
 
 namespace qs::ops {
 namespace {
@@ -28,33 +34,38 @@ Status validate_params(const PagedKvLayer& cache, const AttentionParams& p) {
   return ok_status();
 }
 
-// Row `pos` of a sequence's keys (or values) for kv head `kvh`.
-inline const float* cache_row(const float* base, const PagedKvLayer& c,
-                              std::span<const int32_t> table, int64_t pos, int64_t kvh) {
+// Offset of row `pos` of a sequence's keys (or values) for kv head `kvh`, in elements.
+inline int64_t cache_offset(const PagedKvLayer& c, std::span<const int32_t> table, int64_t pos,
+                            int64_t kvh) {
   const int64_t block = table[pos / c.block_size], off = pos % c.block_size;
-  return base + ((block * c.block_size + off) * c.n_kv_heads + kvh) * c.head_dim;
+  return ((block * c.block_size + off) * c.n_kv_heads + kvh) * c.head_dim;
 }
 
 // Eight independent partial sums: the compiler turns them into one SIMD register without
-// needing permission to reassociate the float additions.
-inline float dot(const float* __restrict__ a, const float* __restrict__ b, int64_t n) {
+// needing permission to reassociate the float additions. The cache row is decoded element by
+// element inside the loop (Codec::load), so an fp8 row is read as bytes and converted in
+// registers; for f32 the load is the identity and this is a plain dot product.
+template <class Codec>
+inline float dot(const float* __restrict__ a, const typename Codec::T* __restrict__ b, int64_t n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * Codec::load(b[i + j]);
   }
   float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
+  for (; i < n; ++i) s += a[i] * Codec::load(b[i]);
   return s;
 }
 
 // y += a * x, in fixed chunks of 8 so that -O2's cheap vectoriser takes them whole.
-inline void axpy(float a, const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+template <class Codec>
+inline void axpy(float a, const typename Codec::T* __restrict__ x, float* __restrict__ y,
+                 int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) y[i + j] += a * x[i + j];
+    for (int j = 0; j < 8; ++j) y[i + j] += a * Codec::load(x[i + j]);
   }
-  for (; i < n; ++i) y[i] += a * x[i];
+  for (; i < n; ++i) y[i] += a * Codec::load(x[i]);
 }
 
 // Query tokens of one sequence handled together: each K/V row fetched from the cache then
@@ -79,14 +90,31 @@ struct Tile {
   int64_t partial;
 };
 
-// Attention for every query row of the tile over its key range. Compiled for AVX-512,
-// AVX2+FMA and the baseline, picked at load time by the CPU (GCC target_clones).
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void attend_tile(
+// Attention for every query row of the tile over its key range, on a cache of Codec's
+// elements. Inlined into the per-dtype entry points below, which are compiled for AVX-512,
+// AVX2+FMA and the baseline and picked at load time by the CPU (GCC target_clones).
+// Hand-vectorised fp8 row loops (kernels/cpu/kv_fp8_cpu.h), when the CPU runs AVX-512.
+struct Fp8RowKernels {
+  float (*dot)(const float*, const uint8_t*, int64_t);
+  void (*axpy)(float, const uint8_t*, float*, int64_t);
+};
+constexpr Fp8RowKernels kE4M3Avx512 = {kernels::cpu::kv_dot_e4m3_avx512,
+                                       kernels::cpu::kv_axpy_e4m3_avx512};
+constexpr Fp8RowKernels kE5M2Avx512 = {kernels::cpu::kv_dot_e5m2_avx512,
+                                       kernels::cpu::kv_axpy_e5m2_avx512};
+
+template <class Codec>
+__attribute__((always_inline)) inline void attend_tile_impl(
     const float* q, const PagedKvLayer& c, const AttentionSeq& s, const AttentionParams& p,
-    const Tile& tile, std::vector<float>& scores, float* out, float* partials) {
+    const Tile& tile, std::vector<float>& scores, float* out, float* partials,
+    const Fp8RowKernels* rk) {
+  using T = typename Codec::T;
   const int64_t hd = c.head_dim, group = p.n_heads / c.n_kv_heads;
-  const auto* kc = static_cast<const float*>(c.k);
-  const auto* vc = static_cast<const float*>(c.v);
+  const auto* kc = static_cast<const T*>(c.k);
+  const auto* vc = static_cast<const T*>(c.v);
+  // The stored keys are k / k_scale: the scale folds into the score's factor, and v_scale
+  // into the softmax normalisation (for f32 and bf16 both are 1).
+  const float score_scale = p.scale * c.k_scale;
   const int64_t rows = tile.n_query * group;  // row r: token r / group, head r % group
   const int64_t first_pos = s.start_pos + tile.first_query;
   // Keys row r sees: [lo(pos), pos] of its position, clipped to the tile's key range.
@@ -102,11 +130,17 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   const int64_t n_keys = tile.key_end - tile.key_begin;
   scores.resize(rows * n_keys);
   for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
-    const float* kr = cache_row(kc, c, s.block_table, key, tile.kv_head);
+    const T* kr = kc + cache_offset(c, s.block_table, key, tile.kv_head);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t pos = first_pos + r / group;
       if (key < key_lo(pos) || key >= key_hi(pos)) continue;
-      scores[r * n_keys + (key - tile.key_begin)] = dot(q + out_row(r), kr, hd) * p.scale;
+      float d;
+      if constexpr (std::is_same_v<T, uint8_t>) {
+        d = rk != nullptr ? rk->dot(q + out_row(r), kr, hd) : dot<Codec>(q + out_row(r), kr, hd);
+      } else {
+        d = dot<Codec>(q + out_row(r), kr, hd);
+      }
+      scores[r * n_keys + (key - tile.key_begin)] = d * score_scale;
     }
   }
   std::vector<float> row_max(rows), row_sum(rows);
@@ -126,17 +160,24 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     std::fill_n(o, hd, 0.0f);
   }
   for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
-    const float* vr = cache_row(vc, c, s.block_table, key, tile.kv_head);
+    const T* vr = vc + cache_offset(c, s.block_table, key, tile.kv_head);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t pos = first_pos + r / group;
       if (key < key_lo(pos) || key >= key_hi(pos)) continue;
       float* o = tile.partial < 0 ? out + out_row(r) : partials + tile.partial + r * (2 + hd) + 2;
-      axpy(scores[r * n_keys + (key - tile.key_begin)], vr, o, hd);
+      const float w = scores[r * n_keys + (key - tile.key_begin)];
+      if constexpr (std::is_same_v<T, uint8_t>) {
+        if (rk != nullptr) {
+          rk->axpy(w, vr, o, hd);
+          continue;
+        }
+      }
+      axpy<Codec>(w, vr, o, hd);
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
     if (tile.partial < 0) {
-      const float inv = 1.0f / row_sum[r];
+      const float inv = c.v_scale / row_sum[r];
       float* o = out + out_row(r);
       for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
     } else {
@@ -146,13 +187,91 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   }
 }
 
+// One entry point per cache dtype, each cloned per ISA.
+#define QS_ATTEND_TILE(name, Codec)                                                           \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void name(    \
+      const float* q, const PagedKvLayer& c, const AttentionSeq& s, const AttentionParams& p, \
+      const Tile& tile, std::vector<float>& scores, float* out, float* partials,              \
+      const Fp8RowKernels* rk) {                                                              \
+    attend_tile_impl<Codec>(q, c, s, p, tile, scores, out, partials, rk);                     \
+  }
+QS_ATTEND_TILE(attend_tile_f32, KvF32)
+QS_ATTEND_TILE(attend_tile_bf16, KvBF16)
+QS_ATTEND_TILE(attend_tile_e4m3, KvFp8E4M3)
+QS_ATTEND_TILE(attend_tile_e5m2, KvFp8E5M2)
+#undef QS_ATTEND_TILE
+
+using AttendTileFn = void (*)(const float*, const PagedKvLayer&, const AttentionSeq&,
+                              const AttentionParams&, const Tile&, std::vector<float>&, float*,
+                              float*, const Fp8RowKernels*);
+
+// The AVX-512 fp8 row loops for a cache of `t`, or null (other dtypes, or no AVX-512: the
+// portable codec loops run).
+const Fp8RowKernels* fp8_row_kernels_for(DType t) {
+  if (kernels::active_isa() != kernels::Isa::kAvx512) return nullptr;
+  if (t == DType::kF8E4M3) return &kE4M3Avx512;
+  if (t == DType::kF8E5M2) return &kE5M2Avx512;
+  return nullptr;
+}
+
+// Chosen once per call (validate_paged_batch has checked the dtype).
+AttendTileFn attend_tile_for(DType t) {
+  switch (t) {
+    case DType::kBF16:
+      return attend_tile_bf16;
+    case DType::kF8E4M3:
+      return attend_tile_e4m3;
+    case DType::kF8E5M2:
+      return attend_tile_e5m2;
+    default:
+      return attend_tile_f32;
+  }
+}
+
+template <class Codec>
+void kv_write(const PagedKvLayer& cache, std::span<const AttentionSeq> seqs, const float* k,
+              const float* v) {
+  using T = typename Codec::T;
+  const int64_t row = cache.n_kv_heads * cache.head_dim;
+  auto* kc = static_cast<T*>(cache.k);
+  auto* vc = static_cast<T*>(cache.v);
+  // vLLM divides (x / scale) rather than multiplying by a reciprocal; so do we. For f32 and
+  // bf16 the scales are 1 and the division is exact.
+  const float ks = cache.k_scale, vs = cache.v_scale;
+  for (const auto& s : seqs) {
+    for (int64_t j = 0; j < s.n_query; ++j) {
+      const int64_t pos = s.start_pos + j;
+      const int64_t slot =
+          s.block_table[pos / cache.block_size] * cache.block_size + pos % cache.block_size;
+      const float* kr = k + (s.query_start + j) * row;
+      const float* vr = v + (s.query_start + j) * row;
+      T* kd = kc + slot * row;
+      T* vd = vc + slot * row;
+      for (int64_t i = 0; i < row; ++i) {
+        kd[i] = Codec::store(kr[i] / ks);
+        vd[i] = Codec::store(vr[i] / vs);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+bool kv_cache_dtype_supported(DType t) {
+  return t == DType::kF32 || t == DType::kBF16 || t == DType::kF8E4M3 || t == DType::kF8E5M2;
+}
 
 Status validate_paged_batch(const PagedKvLayer& cache, std::span<const AttentionSeq> seqs,
                             int64_t n_tokens) {
-  if (cache.dtype != DType::kF32) {
+  if (!kv_cache_dtype_supported(cache.dtype)) {
     return unimplemented(std::string("paged attention: no kernel for a KV cache of ") +
                          dtype_name(cache.dtype));
+  }
+  if (!(cache.k_scale > 0.0f) || !(cache.v_scale > 0.0f) || std::isinf(cache.k_scale) ||
+      std::isinf(cache.v_scale)) {
+    return invalid_argument("paged attention: KV cache scales must be positive and finite, got " +
+                            std::to_string(cache.k_scale) + " and " +
+                            std::to_string(cache.v_scale));
   }
   if (cache.k == nullptr || cache.v == nullptr || cache.block_size <= 0 || cache.n_kv_heads <= 0 ||
       cache.head_dim <= 0) {
@@ -191,17 +310,16 @@ Status validate_paged_batch(const PagedKvLayer& cache, std::span<const Attention
 
 void paged_kv_write(const PagedKvLayer& cache, std::span<const AttentionSeq> seqs, const float* k,
                     const float* v) {
-  const int64_t row = cache.n_kv_heads * cache.head_dim;
-  auto* kc = static_cast<float*>(cache.k);
-  auto* vc = static_cast<float*>(cache.v);
-  for (const auto& s : seqs) {
-    for (int64_t j = 0; j < s.n_query; ++j) {
-      const int64_t pos = s.start_pos + j;
-      const int64_t slot =
-          s.block_table[pos / cache.block_size] * cache.block_size + pos % cache.block_size;
-      std::copy_n(k + (s.query_start + j) * row, row, kc + slot * row);
-      std::copy_n(v + (s.query_start + j) * row, row, vc + slot * row);
-    }
+  switch (cache.dtype) {
+    case DType::kBF16:
+      return kv_write<KvBF16>(cache, seqs, k, v);
+    case DType::kF8E4M3:
+      return kv_write<KvFp8E4M3>(cache, seqs, k, v);
+    case DType::kF8E5M2:
+      return kv_write<KvFp8E5M2>(cache, seqs, k, v);
+    default:
+      QS_CHECK_MSG(cache.dtype == DType::kF32, "paged_kv_write: unsupported KV cache dtype");
+      return kv_write<KvF32>(cache, seqs, k, v);
   }
 }
 
@@ -211,8 +329,6 @@ Status paged_attention_ref(const float* q, const PagedKvLayer& cache,
   QS_RETURN_IF_ERROR(validate_params(cache, params));
   QS_RETURN_IF_ERROR(validate_paged_batch(cache, seqs, total_tokens(seqs)));
   const int64_t hd = cache.head_dim, group = params.n_heads / cache.n_kv_heads;
-  const auto* kc = static_cast<const float*>(cache.k);
-  const auto* vc = static_cast<const float*>(cache.v);
   std::vector<float> scores;
   for (const auto& s : seqs) {
     for (int64_t j = 0; j < s.n_query; ++j) {
@@ -223,17 +339,21 @@ Status paged_attention_ref(const float* q, const PagedKvLayer& cache,
         const float* qh = q + (t * params.n_heads + h) * hd;
         scores.assign(pos + 1 - first, 0.0f);
         for (int64_t p = first; p <= pos; ++p) {
-          const float* kr = cache_row(kc, cache, s.block_table, p, h / group);
+          const int64_t kr = cache_offset(cache, s.block_table, p, h / group);
           float d = 0.0f;
-          for (int64_t i = 0; i < hd; ++i) d += qh[i] * kr[i];
+          for (int64_t i = 0; i < hd; ++i) {
+            d += qh[i] * load_as_f32(cache.dtype, cache.k, kr + i) * cache.k_scale;
+          }
           scores[p - first] = d * params.scale;
         }
         softmax(scores.data(), static_cast<int64_t>(scores.size()));
         float* oh = out + (t * params.n_heads + h) * hd;
         std::fill_n(oh, hd, 0.0f);
         for (int64_t p = first; p <= pos; ++p) {
-          const float* vr = cache_row(vc, cache, s.block_table, p, h / group);
-          for (int64_t i = 0; i < hd; ++i) oh[i] += scores[p - first] * vr[i];
+          const int64_t vr = cache_offset(cache, s.block_table, p, h / group);
+          for (int64_t i = 0; i < hd; ++i) {
+            oh[i] += scores[p - first] * load_as_f32(cache.dtype, cache.v, vr + i) * cache.v_scale;
+          }
         }
       }
     }
@@ -296,10 +416,12 @@ Status paged_attention(const float* q, const PagedKvLayer& cache,
   // Later tiles of a prompt see more keys than earlier ones, so threads take every
   // n_threads-th tile rather than a contiguous range: the work evens out.
   const int64_t n_tiles = static_cast<int64_t>(tiles.size());
+  const AttendTileFn attend_tile = attend_tile_for(cache.dtype);
+  const Fp8RowKernels* rk = fp8_row_kernels_for(cache.dtype);
   pool.run([&](int thread, int n_threads) {
     std::vector<float> scores;  // [rows, n_keys] of the current tile
     for (int64_t i = thread; i < n_tiles; i += n_threads) {
-      attend_tile(q, cache, seqs[tiles[i].seq], params, tiles[i], scores, out, partials.data());
+      attend_tile(q, cache, seqs[tiles[i].seq], params, tiles[i], scores, out, partials.data(), rk);
     }
   });
   // Merge the parts of split tiles: softmax over all keys from per-part (max, sum, output).
@@ -320,9 +442,9 @@ Status paged_attention(const float* q, const PagedKvLayer& cache,
         if (part[1] == 0.0f) continue;  // no key of this part is visible to the row
         const float w = std::exp(part[0] - mx);
         sum += w * part[1];
-        axpy(w, part + 2, o, hd);
+        axpy<KvF32>(w, part + 2, o, hd);
       }
-      const float inv = 1.0f / sum;
+      const float inv = cache.v_scale / sum;
       for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
     }
   }

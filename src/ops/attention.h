@@ -17,7 +17,9 @@ namespace qs::ops {
 // One layer of a paged KV cache; the engine's KvCache owns the storage.
 //   k, v: [n_blocks, block_size, n_kv_heads, head_dim] of `dtype`.
 // Token t of a sequence lives in block block_table[t / block_size], row t % block_size.
-// Only F32 is implemented; `dtype` is where an fp8 cache (with scales) plugs in.
+// dtype: F32, BF16, F8_E4M3 or F8_E5M2 (ops/kv_codec.h). The fp8 ones carry vLLM's per-layer
+// scales: a key is stored as fp8(k / k_scale) and read as fp8 * k_scale (likewise v); the
+// kernels read the stored bytes and convert in registers.
 struct PagedKvLayer {
   DType dtype = DType::kF32;
   void* k = nullptr;
@@ -26,7 +28,12 @@ struct PagedKvLayer {
   int64_t block_size = 0;
   int64_t n_kv_heads = 0;
   int64_t head_dim = 0;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
 };
+
+// Whether the attention kernels compute on a cache of `t`.
+bool kv_cache_dtype_supported(DType t);
 
 // One sequence's part of a batched call. Its query rows are [query_start, query_start +
 // n_query) of q/out and of the new k/v rows; they sit at positions start_pos ... start_pos +
@@ -49,7 +56,8 @@ struct AttentionParams {
 Status validate_paged_batch(const PagedKvLayer& cache, std::span<const AttentionSeq> seqs,
                             int64_t n_tokens);
 
-// Stores the new tokens' keys and values in their cache slots.
+// Stores the new tokens' keys and values in their cache slots, converted to the cache's dtype
+// (divided by k_scale / v_scale first; fp8 saturates, as vLLM's cache writes do).
 //   k, v: [n_tokens, n_kv_heads, head_dim] f32 (after RoPE for k).
 void paged_kv_write(const PagedKvLayer& cache, std::span<const AttentionSeq> seqs, const float* k,
                     const float* v);
@@ -61,7 +69,8 @@ Status paged_attention(const float* q, const PagedKvLayer& cache,
                        std::span<const AttentionSeq> seqs, const AttentionParams& params,
                        float* out, ThreadPool& pool);
 
-// The scalar oracle for paged_attention: one query head at a time, nothing clever.
+// The scalar oracle for paged_attention: one query head at a time, nothing clever; cache
+// elements are read with core/dtype.h's scalar decoders (not kv_codec.h) times the scale.
 Status paged_attention_ref(const float* q, const PagedKvLayer& cache,
                            std::span<const AttentionSeq> seqs, const AttentionParams& params,
                            float* out);

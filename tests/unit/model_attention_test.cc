@@ -190,10 +190,18 @@ TEST(PagedAttention, BadBatchesAreErrors) {
   AttentionParams bad_heads{5, 1.0f, 0};
   EXPECT_FALSE(paged_attention(f.q.data(), f.cache, f.seqs, bad_heads, out.data(), pool).ok());
 
-  PagedKvLayer fp8 = f.cache;
-  fp8.dtype = DType::kF8E4M3;
-  s = paged_attention(f.q.data(), fp8, f.seqs, p, out.data(), pool);
+  PagedKvLayer int8 = f.cache;
+  int8.dtype = DType::kI8;
+  s = paged_attention(f.q.data(), int8, f.seqs, p, out.data(), pool);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+
+  for (float bad : {0.0f, -1.0f, NAN, INFINITY}) {
+    PagedKvLayer bad_scale = f.cache;
+    bad_scale.v_scale = bad;
+    s = paged_attention(f.q.data(), bad_scale, f.seqs, p, out.data(), pool);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("scales must be positive"), std::string::npos) << s.message();
+  }
 }
 
 }  // namespace

@@ -45,6 +45,7 @@ struct CheckpointEdits {
   std::string reshape_name;
   std::vector<int64_t> reshape_to;
   std::vector<std::string> extra;  // additional [4] tensors nobody expects
+  std::vector<std::pair<std::string, Tensor>> extra_tensors;  // added as given
 };
 
 inline void write_random_checkpoint(const std::string& dir, const nlohmann::json& config,
@@ -69,6 +70,7 @@ inline void write_random_checkpoint(const std::string& dir, const nlohmann::json
   for (const auto& name : edits.extra) {
     tensors.emplace_back(name, Tensor::from_f32(DType::kF32, {4}, {1, 2, 3, 4}));
   }
+  for (const auto& t : edits.extra_tensors) tensors.push_back(t);
   ASSERT_TRUE(io::write_safetensors(dir + "/model.safetensors", tensors).ok());
 }
 
