@@ -21,6 +21,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -45,6 +46,9 @@ from auto_round_extension.torch.qlinear_torch_zp import QuantLinear as GptqV1Qua
 from transformers import AutoRoundConfig
 
 REPO = Path(__file__).resolve().parents[2]
+# For the quantserve-made fixtures (--quantserve overrides).
+QUANTSERVE = REPO / "build" / "quantserve"
+QUANTSERVE_PATH = [QUANTSERVE]
 CALIB_TEXT = REPO.parent / "shared" / "data" / "text" / "calibration" / "tiny.utf8"
 
 BOS_ID = 1
@@ -104,6 +108,17 @@ FIXTURES = {
                                  sym=True, iters=0),
     "llama_gptq_w4g32_desc_act": dict(base="llama_square", format="hand_gptq_desc_act",
                                       bits=4, group_size=32, sym=True, iters=0),
+    # Written by `quantserve quantize` (AutoRound, a few iterations on the same calibration
+    # bytes as token ids) in each --format, and loaded here through the same transformers +
+    # auto-round CPU loaders: the interoperability check of our exporter.
+    "llama_quantserve_auto_round_w4g128": dict(base="llama", format="quantserve:auto_round",
+                                               bits=4, group_size=128, sym=True, iters=4),
+    "llama_quantserve_auto_round_w4g128_asym": dict(base="llama", format="quantserve:auto_round",
+                                                    bits=4, group_size=128, sym=False, iters=4),
+    "llama_quantserve_auto_gptq_w4g128": dict(base="llama", format="quantserve:auto_gptq",
+                                              bits=4, group_size=128, sym=True, iters=4),
+    "llama_quantserve_auto_awq_w4g128": dict(base="llama", format="quantserve:auto_awq",
+                                             bits=4, group_size=128, sym=False, iters=4),
 }
 
 
@@ -182,6 +197,34 @@ def quantize_with_autoround(model, spec, out, seed):
         written = [p.parent for p in Path(tmp).rglob("config.json")]
         assert len(written) == 1, written
         shutil.copytree(written[0], out)
+
+
+def quantize_with_quantserve(model, spec, out, seed):
+    """`quantserve quantize` on the float model saved as a BF16 checkpoint, with the same
+    calibration bytes as the auto-round fixtures given as token ids (a pre-tokenized .jsonl:
+    byte tokenizer, id = byte)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "src"
+        model.save_pretrained(src, safe_serialization=True)
+        cfg = json.loads((src / "config.json").read_text())
+        with safe_open(src / "model.safetensors", "pt") as f:
+            tensors = {k: f.get_tensor(k).to(torch.bfloat16).contiguous() for k in f.keys()}
+        save_file(tensors, str(src / "model.safetensors"), metadata={"format": "pt"})
+        cfg["dtype"] = "bfloat16"
+        (src / "config.json").write_text(json.dumps(cfg, indent=2))
+        byte_tokenizer().save_pretrained(src)
+        calib = Path(tmp) / "calibration.jsonl"
+        calib.write_text("".join(json.dumps({"input_ids": list(s.encode("ascii"))}) + "\n"
+                                 for s in calibration_strings()))
+        cmd = [str(QUANTSERVE_PATH[0]), "quantize", "--model", str(src), "--output_dir", str(out),
+               "--bits", str(spec["bits"]), "--group_size", str(spec["group_size"]),
+               "--sym" if spec["sym"] else "--asym", "--iters", str(spec["iters"]),
+               "--nsamples", str(N_CALIB), "--seqlen", str(CALIB_SEQLEN),
+               "--batch_size", str(N_CALIB), "--seed", str(seed), "--dataset", str(calib),
+               "--format", spec["format"].split(":")[1], "--threads", "1"]
+        subprocess.run(cmd, check=True)
+    # Our loader and the reference restore the float tensors from the file: the generation
+    # config is written below like every fixture's.
 
 
 def make_desc_act_gptq(model, spec, out, seed):
@@ -402,6 +445,8 @@ def make_fixture(name, spec, out_root, seed):
     original = {k: v.clone() for k, v in model.state_dict().items()}
     if spec["format"] == "hand_gptq_desc_act":
         make_desc_act_gptq(model, spec, out, seed)
+    elif spec["format"].startswith("quantserve:"):
+        quantize_with_quantserve(model, spec, out, seed)
     else:
         quantize_with_autoround(model, spec, out, seed)
     GenerationConfig(bos_token_id=BOS_ID, eos_token_id=EOS_ID).save_pretrained(out)
@@ -517,7 +562,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", help="fixtures to make (default: all)")
     parser.add_argument("--out", type=Path, default=REPO / "tests/golden/fixtures/quant")
+    parser.add_argument("--quantserve", type=Path, default=QUANTSERVE,
+                        help="the quantserve binary for the quantserve:* fixtures")
     args = parser.parse_args()
+    QUANTSERVE_PATH[0] = args.quantserve.resolve()
     torch.set_num_threads(1)
     for i, name in enumerate(FIXTURES):
         if not args.names or name in args.names:

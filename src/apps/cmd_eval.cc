@@ -1,8 +1,8 @@
 // apps: `quantserve eval --model DIR [--reference DIR] [--dataset FILE] [--seqlen N]
-// [--max-tokens N] [--threads N] [--json FILE|-]`: perplexity of a checkpoint over held-out
-// text and, with --reference (typically the unquantized source), KL divergence, top-1
-// agreement and logit error against it on the same tokens (eval/perplexity.h says how the
-// text is windowed and where BOS goes).
+// [--max-tokens N] [--threads N] [--activation-precision int8|bf16] [--json FILE|-]`: perplexity of
+// a checkpoint over held-out text and, with --reference (typically the unquantized source), KL
+// divergence, top-1 agreement and logit error against it on the same tokens (eval/perplexity.h says
+// how the text is windowed and where BOS goes).
 #include <cstdio>
 #include <string>
 
@@ -14,6 +14,7 @@
 #include "engine/kv_cache.h"
 #include "eval/eval_run.h"
 #include "io/checkpoint.h"
+#include "ops/linear.h"
 
 namespace qs::apps {
 namespace {
@@ -25,6 +26,11 @@ Status check(const Flags& flags) {
   if (flags.has("seqlen")) QS_RETURN_IF_ERROR(flags.get_int("seqlen").status());
   QS_RETURN_IF_ERROR(kv_cache_dtype_from_flags(flags).status());
   QS_RETURN_IF_ERROR(engine::parse_kv_cache_dtype(flags.get("reference-kv-cache-dtype")).status());
+  if (flags.has("activation-precision") &&
+      !ops::parse_activation_precision(flags.get("activation-precision"))) {
+    return invalid_argument("--activation-precision must be int8 or bf16, got " +
+                            flags.get("activation-precision"));
+  }
   return ok_status();
 }
 
@@ -42,6 +48,11 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(req.kv_cache_dtype, kv_cache_dtype_from_flags(flags));
   QS_ASSIGN_OR_RETURN(req.reference_kv_cache_dtype,
                       engine::parse_kv_cache_dtype(flags.get("reference-kv-cache-dtype")));
+  // Both models of the run use it (the reference is usually unquantized: no effect there).
+  if (flags.has("activation-precision")) {
+    ops::set_activation_precision(
+        *ops::parse_activation_precision(flags.get("activation-precision")));
+  }
   QS_ASSIGN_OR_RETURN(nlohmann::json result, eval::run_eval(req));
   eval::print_eval_table(result, flags.get("json") == "-" ? stderr : stdout);
   if (flags.get("json") == "-") {
@@ -64,6 +75,10 @@ int cmd_eval(const Args& args) {
       .add("seqlen", "tokens per window (default: min(2048, the models' context))")
       .add("max-tokens", "use at most this many tokens of the text (0 = all)", false, "0")
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()))
+      .add("activation-precision",
+           "activations of the quantized linears: int8 (int kernels) or bf16 (exact products; "
+           "default from QS_ACTIVATION_PRECISION, else " +
+               std::string(ops::activation_precision_name(ops::kDefaultActivationPrecision)) + ")")
       .add("json", "also write the results as JSON to this file (- = stdout, table to stderr)");
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);

@@ -151,7 +151,9 @@ int cmd_quantize(const Args& args) {
       .add("batch_size", "calibration samples per tuning step", false, "8")
       .add("gradient_accumulate_steps", "batches per optimizer step", false, "1")
       .add("seed", "seed for calibration sampling and tuning", false, "42")
-      .add("dataset", "calibration text: .txt (one document per line) or .jsonl with \"text\"")
+      .add("dataset",
+           "calibration text: .txt (one document per line), .jsonl with \"text\", or .jsonl with "
+           "\"input_ids\" (pre-tokenized samples, used in file order)")
       .add("format", "auto_round, auto_gptq or auto_awq", false, "auto_round")
       .add("layer_config",
            "per-layer schemes: JSON (or a file), e.g. {\"down_proj\": {\"bits\": 8}}")

@@ -7,6 +7,7 @@
 #include "engine/kv_cache.h"
 #include "eval/perplexity.h"
 #include "io/text_dataset.h"
+#include "ops/linear.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs::eval {
@@ -46,17 +47,19 @@ Result<nlohmann::json> run_eval(const EvalRequest& request) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  nlohmann::json j = {{"model", request.model_dir},
-                      {"dataset", request.dataset},
-                      {"dataset_tokens", tokens.size()},
-                      {"bos", "tokenizer's own (once, at the start of the text)"},
-                      {"seqlen", r.seqlen},
-                      {"kv_cache_dtype", engine::kv_cache_dtype_name(request.kv_cache_dtype)},
-                      {"windows", r.n_windows},
-                      {"scored_tokens", r.n_scored},
-                      {"nll_mean", r.nll_mean},
-                      {"ppl", r.ppl},
-                      {"seconds", seconds}};
+  nlohmann::json j = {
+      {"model", request.model_dir},
+      {"dataset", request.dataset},
+      {"dataset_tokens", tokens.size()},
+      {"bos", "tokenizer's own (once, at the start of the text)"},
+      {"seqlen", r.seqlen},
+      {"kv_cache_dtype", engine::kv_cache_dtype_name(request.kv_cache_dtype)},
+      {"windows", r.n_windows},
+      {"scored_tokens", r.n_scored},
+      {"nll_mean", r.nll_mean},
+      {"ppl", r.ppl},
+      {"activation_precision", ops::activation_precision_name(ops::activation_precision())},
+      {"seconds", seconds}};
   const io::QuantConfig& q = model->quant_config();
   j["weights"] = q.quantized() ? q.summary() : "unquantized";
   if (r.has_reference) {

@@ -73,11 +73,15 @@ json gptq_config(const IntQuantSpec& spec, const std::vector<std::string>& dense
 json awq_config(const IntQuantSpec& spec, const std::vector<std::string>& dense) {
   // modules_to_not_convert matches by substring; full module names match only themselves
   // ("layers.1." is not inside "layers.11."). lm_head is listed so no reader quantizes it.
+  // "sym" and "data_type" as auto-round writes them: its loader reads "sym" (default true)
+  // rather than zero_point, and without it ran an asym checkpoint as sym (found by the
+  // quantserve-made fixtures in tests/golden/fixtures/quant).
   json skip = json::array({"lm_head"});
   for (const auto& m : dense) skip.push_back(m);
   return {{"quant_method", "awq"},    {"version", "gemm"},
           {"bits", spec.bits},        {"group_size", spec.group_size},
-          {"zero_point", !spec.sym},  {"modules_to_not_convert", skip},
+          {"zero_point", !spec.sym},  {"sym", spec.sym},
+          {"data_type", "int"},       {"modules_to_not_convert", skip},
           {"provider", "auto-round"}, {"autoround_version", kAutoRoundVersion}};
 }
 

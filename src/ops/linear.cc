@@ -4,6 +4,7 @@
 #include "ops/linear.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -12,8 +13,10 @@
 #include "core/check.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_cpu.h"
+#include "kernels/cpu/qlinear_bf16act.h"
 #include "kernels/cpu/qlinear_cpu.h"
 #include "kernels/ref/linear_ref.h"
+#include "kernels/ref/qlinear_bf16act_ref.h"
 #include "kernels/ref/qlinear_ref.h"
 
 namespace qs::ops {
@@ -123,6 +126,36 @@ kernels::QActsView quantize_for(kernels::Isa isa, const QuantMatrix& q, const fl
   return quantize(q.view(), x, m, acts_scratch(kernels::qacts_bytes(q.view(), m)));
 }
 
+// The bf16-activation path: x rounded once per call (scalar, shared by every ISA), then the
+// AVX512-BF16 kernel where the CPU has it, else the scalar one.
+Job bf16act_job(kernels::Isa isa, int64_t m, const QuantMatrix& q, const float* x,
+                const float* bias, float* y) {
+  const kernels::QMatrixView* w = &q.view();
+  const kernels::Bf16ActsView a =
+      kernels::prepare_bf16_acts(*w, x, m, acts_scratch(kernels::bf16_acts_bytes(*w, m)));
+  Job job;
+  job.n = w->n;
+  job.macs = m * w->n * w->k;
+  job.grain = 16;
+  if (isa == kernels::Isa::kAvx512 && kernels::cpu::bf16act_supported()) {
+    job.run = [=](int64_t b, int64_t e) {
+      kernels::cpu::qlinear_bf16act_avx512(*w, a, bias, b, e, y);
+    };
+  } else {
+    job.run = [=](int64_t b, int64_t e) { kernels::ref::qlinear_bf16act(*w, a, bias, b, e, y); };
+  }
+  return job;
+}
+
+std::atomic<ActivationPrecision>& precision_setting() {
+  static std::atomic<ActivationPrecision> p = [] {
+    const char* env = std::getenv("QS_ACTIVATION_PRECISION");
+    const auto parsed = parse_activation_precision(env != nullptr ? env : "");
+    return parsed.value_or(kDefaultActivationPrecision);
+  }();
+  return p;
+}
+
 // Two packed weights can share one quantization of x when they read it in the same order and
 // blocks.
 bool same_acts_layout(const kernels::QMatrixView& a, const kernels::QMatrixView& b) {
@@ -221,6 +254,10 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Linear
   if (m < 0) return invalid_argument("linear: negative row count " + std::to_string(m));
   // QuantMatrix::make admits no empty weight, so only m can make the call empty.
   if (m == 0) return ok_status();
+  if (activation_precision() == ActivationPrecision::kBf16) {
+    run_job(bf16act_job(isa, m, q, x, bias, y), pool);
+    return ok_status();
+  }
   const kernels::QActsView a = quantize_for(isa, q, x, m);
   run_job(packed_job(isa, m, q, &a, bias, y), pool);
   return ok_status();
@@ -230,7 +267,8 @@ Status linear_many(const float* x, int64_t m, std::span<const LinearOut> outs, T
   const kernels::Isa isa = kernels::active_isa();
   // Prefill-sized calls are compute-bound and their GEMMs want whole panels: one at a time.
   // So are weights that would need x quantized twice (different blocks or act-order).
-  bool together = m > 0 && m < kernels::cpu::kQGemmMinRows && !use_gemm(isa, m);
+  bool together = m > 0 && m < kernels::cpu::kQGemmMinRows && !use_gemm(isa, m) &&
+                  activation_precision() == ActivationPrecision::kInt8;
   const QuantMatrix* first_packed = nullptr;
   for (const LinearOut& o : outs) {
     const QuantMatrix* q = o.w->quant.get();
@@ -282,6 +320,24 @@ Status linear_many(const float* x, int64_t m, std::span<const LinearOut> outs, T
     pool.parallel_for(total, run, 16);
   }
   return ok_status();
+}
+
+ActivationPrecision activation_precision() {
+  return precision_setting().load();
+}
+
+void set_activation_precision(ActivationPrecision p) {
+  precision_setting().store(p);
+}
+
+std::optional<ActivationPrecision> parse_activation_precision(const std::string& name) {
+  if (name == "int8") return ActivationPrecision::kInt8;
+  if (name == "bf16") return ActivationPrecision::kBf16;
+  return std::nullopt;
+}
+
+const char* activation_precision_name(ActivationPrecision p) {
+  return p == ActivationPrecision::kBf16 ? "bf16" : "int8";
 }
 
 }  // namespace qs::ops

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -14,6 +15,19 @@
 #include "ops/quant_matrix.h"
 
 namespace qs::ops {
+
+// How the packed quantized linears treat their activations: kInt8 rounds x to int8 per
+// 32-block (the int kernels, kernels/cpu/qlinear_cpu.h); kBf16 rounds x only to bf16 and keeps
+// the products exact (kernels/cpu/qlinear_bf16act.h: what transformers and vLLM compute for a
+// W4A16 checkpoint). Process-wide; it starts from QS_ACTIVATION_PRECISION (int8|bf16) and
+// otherwise kDefaultActivationPrecision (docs/quantization.md has the measurement behind it).
+enum class ActivationPrecision { kInt8, kBf16 };
+inline constexpr ActivationPrecision kDefaultActivationPrecision = ActivationPrecision::kInt8;
+ActivationPrecision activation_precision();
+void set_activation_precision(ActivationPrecision p);
+// "int8" / "bf16"; nullopt otherwise.
+std::optional<ActivationPrecision> parse_activation_precision(const std::string& name);
+const char* activation_precision_name(ActivationPrecision p);
 
 // A matmul weight as it stays resident: a dense [n, k] float Tensor (usually a zero-copy view
 // of the checkpoint) or a quantized matrix. Models hold these and never look inside.

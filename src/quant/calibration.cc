@@ -5,6 +5,9 @@
 #include <random>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "core/mmap_file.h"
 #include "io/text_dataset.h"
 
 namespace qs::quant {
@@ -23,6 +26,58 @@ Result<std::vector<std::string>> read_calibration_documents(const std::string& p
     if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back(line);
   }
   return lines;
+}
+
+Result<std::optional<CalibrationSet>> read_token_calibration(const std::string& path,
+                                                             const CalibrationOptions& o,
+                                                             int64_t vocab_size) {
+  if (!path.ends_with(".jsonl")) return std::optional<CalibrationSet>();
+  if (o.nsamples < 1 || o.seqlen < 2) {
+    return invalid_argument("calibration needs nsamples >= 1 and seqlen >= 2");
+  }
+  QS_ASSIGN_OR_RETURN(std::string data, read_file(path));
+  CalibrationSet set;
+  std::istringstream in(data);
+  int64_t line_no = 0, longest = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool has_ids = row.is_object() && row.contains("input_ids");
+    // The first record decides the kind of file; a text file is read_calibration_documents'.
+    if (set.n_documents == 0 && !has_ids) return std::optional<CalibrationSet>();
+    const std::string where = path + ":" + std::to_string(line_no);
+    if (!has_ids || !row["input_ids"].is_array()) {
+      return invalid_argument(where + ": expected an object with a list field \"input_ids\"");
+    }
+    ++set.n_documents;
+    const nlohmann::json& ids = row["input_ids"];
+    longest = std::max(longest, static_cast<int64_t>(ids.size()));
+    if (static_cast<int64_t>(ids.size()) < o.seqlen ||
+        static_cast<int64_t>(set.samples.size()) >= o.nsamples) {
+      continue;
+    }
+    std::vector<int32_t> sample;
+    sample.reserve(static_cast<size_t>(o.seqlen));
+    for (int64_t i = 0; i < o.seqlen; ++i) {
+      const nlohmann::json& id = ids[static_cast<size_t>(i)];
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size) {
+        return invalid_argument(where + ": input_ids[" + std::to_string(i) +
+                                "] is not a token id below the vocabulary size " +
+                                std::to_string(vocab_size));
+      }
+      sample.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+    set.samples.push_back(std::move(sample));
+  }
+  if (set.n_documents == 0) return invalid_argument(path + ": no calibration records");
+  if (set.samples.empty()) {
+    return invalid_argument(path + ": every record is shorter than one calibration sample of " +
+                            std::to_string(o.seqlen) + " tokens (the longest has " +
+                            std::to_string(longest) + ")");
+  }
+  set.n_whole = static_cast<int64_t>(set.samples.size());
+  return std::optional<CalibrationSet>(std::move(set));
 }
 
 Result<CalibrationSet> sample_calibration(const tok::Tokenizer& tokenizer,

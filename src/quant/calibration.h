@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,17 @@ std::string default_calibration_dataset();
 // Documents of a calibration file: `.jsonl` -> the "text" of each line; anything else -> one
 // document per non-empty line (the layout of c4.utf8 and of pile-style dumps).
 Result<std::vector<std::string>> read_calibration_documents(const std::string& path);
+
+// A pre-tokenized calibration file: `.jsonl` whose records carry "input_ids", a list of token
+// ids (what auto-round takes when handed a list of tensors instead of a dataset name). The
+// records are the samples, in file order, without shuffling: the first nsamples that hold at
+// least seqlen ids, each cut to seqlen; shorter ones are skipped, as the tool skips them.
+// Returns nullopt when `path` is not such a file (its first record has no "input_ids"), so
+// text datasets go through sample_calibration. Errors: a record that is not a list of
+// integers in [0, vocab_size), or no record long enough ("shorter than one sample").
+Result<std::optional<CalibrationSet>> read_token_calibration(const std::string& path,
+                                                             const CalibrationOptions& options,
+                                                             int64_t vocab_size);
 
 // Draws the samples. Errors: no documents, or not even the concatenated text fills one sample
 // ("shorter than one sample"); fewer than nsamples is not an error (auto-round warns), the

@@ -6,6 +6,7 @@
 // buffers live at a time: X_fp, X_q and the current targets.
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "formats/rtn.h"
@@ -54,19 +55,30 @@ Result<PerLinear<std::optional<formats::QuantizedWeight>>> opt_rtn_block(
 Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
                               const std::function<bool()>& cancelled,
                               const BlockReportFn& tune_progress) {
-  QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(o.model_dir));
   const std::string dataset = o.dataset.empty() ? default_calibration_dataset() : o.dataset;
-  QS_ASSIGN_OR_RETURN(std::vector<std::string> docs, read_calibration_documents(dataset));
   CalibrationOptions c;
   c.nsamples = o.nsamples;
   c.seqlen = o.seqlen;
   c.seed = o.seed;
-  QS_ASSIGN_OR_RETURN(CalibrationSet set, sample_calibration(*tokenizer, docs, c, dataset));
+  // A pre-tokenized file is taken as it is; text is tokenized and sampled as the tool does.
+  QS_ASSIGN_OR_RETURN(models::ModelConfig source_config, models::load_model_config(o.model_dir));
+  QS_ASSIGN_OR_RETURN(std::optional<CalibrationSet> token_set,
+                      read_token_calibration(dataset, c, source_config.vocab_size));
+  CalibrationSet set;
   TunedModel result;
-  result.calibration = std::to_string(set.samples.size()) + " samples x " +
-                       std::to_string(o.seqlen) + " tokens from " + dataset + " (" +
-                       std::to_string(set.n_whole) + " whole documents, " +
-                       std::to_string(set.n_concatenated) + " from concatenated ones)";
+  if (token_set) {
+    set = std::move(*token_set);
+    result.calibration = std::to_string(set.samples.size()) + " samples x " +
+                         std::to_string(o.seqlen) + " tokens, pre-tokenized, from " + dataset;
+  } else {
+    QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(o.model_dir));
+    QS_ASSIGN_OR_RETURN(std::vector<std::string> docs, read_calibration_documents(dataset));
+    QS_ASSIGN_OR_RETURN(set, sample_calibration(*tokenizer, docs, c, dataset));
+    result.calibration = std::to_string(set.samples.size()) + " samples x " +
+                         std::to_string(o.seqlen) + " tokens from " + dataset + " (" +
+                         std::to_string(set.n_whole) + " whole documents, " +
+                         std::to_string(set.n_concatenated) + " from concatenated ones)";
+  }
 
   QS_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model, models::Model::load(o.model_dir));
   const models::ModelConfig& config = model->config();

@@ -108,5 +108,44 @@ TEST(Calibration, ReadsTxtAndJsonlAndRejectsBadInput) {
   for (const auto& f : {txt, jsonl, bad, empty}) fs::remove(f);
 }
 
+// Pre-tokenized samples (what the auto-round comparison feeds both tools): taken in file order,
+// short records skipped, long ones cut; text files are not mistaken for them; bad ids are
+// errors naming the line.
+TEST(Calibration, ReadsPreTokenizedSamples) {
+  CalibrationOptions o;
+  o.nsamples = 2;
+  o.seqlen = 3;
+  const std::string ids = temp_file(
+      "e.jsonl",
+      "{\"input_ids\": [1, 5, 6, 7]}\n{\"input_ids\": [1, 2]}\n\n{\"input_ids\": [1, 9, 8]}\n"
+      "{\"input_ids\": [1, 4, 4]}\n");
+  auto set = read_token_calibration(ids, o, 16);
+  ASSERT_TRUE(set.ok()) << set.status().to_string();
+  ASSERT_TRUE(set->has_value());
+  EXPECT_EQ((*set)->samples, (std::vector<std::vector<int32_t>>{{1, 5, 6}, {1, 9, 8}}));
+  EXPECT_EQ((*set)->n_documents, 4);
+
+  const std::string text = temp_file("f.jsonl", "{\"text\": \"a story\"}\n");
+  set = read_token_calibration(text, o, 16);
+  ASSERT_TRUE(set.ok());
+  EXPECT_FALSE(set->has_value());
+  set = read_token_calibration(temp_file("g.txt", "[1, 2, 3]\n"), o, 16);
+  ASSERT_TRUE(set.ok());
+  EXPECT_FALSE(set->has_value());
+
+  for (const char* body :
+       {"{\"input_ids\": [1, 2, 99]}\n", "{\"input_ids\": [1, -2, 3]}\n",
+        "{\"input_ids\": [1, 2.5, 3]}\n", "{\"input_ids\": [1, 2, 3]}\n{\"text\": \"x\"}\n"}) {
+    set = read_token_calibration(temp_file("h.jsonl", body), o, 16);
+    ASSERT_FALSE(set.ok()) << body;
+    EXPECT_NE(set.status().message().find("h.jsonl:"), std::string::npos) << set.status().message();
+  }
+  set = read_token_calibration(temp_file("i.jsonl", "{\"input_ids\": [1, 2]}\n"), o, 16);
+  ASSERT_FALSE(set.ok());
+  EXPECT_NE(set.status().message().find("shorter than one calibration sample of 3 tokens"),
+            std::string::npos)
+      << set.status().message();
+}
+
 }  // namespace
 }  // namespace qs::quant

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "../common/fake_quant_model.h"
 #include "eval/eval_run.h"
 #include "formats/layouts.h"
 #include "io/checkpoint.h"
@@ -30,6 +31,7 @@ using nlohmann::json;
 using testing::CliResult;
 using testing::run_cli;
 using testing::slurp;
+using testing::write_fake_quant;
 
 const std::string kStories = std::string(QS_SOURCE_DIR) + "/models/stories260K";
 const std::string kEvalText = std::string(QS_SOURCE_DIR) + "/data/eval/tinystories-valid.txt.1000";
@@ -105,31 +107,6 @@ class QuantizeTuned : public ::testing::TestWithParam<std::string> {
 
   std::string dir_;
 };
-
-// The dense model with each tuned linear replaced by its dequantized weight (f32), everything
-// else copied from the source: the "fake-quant" model the tuner optimised.
-void write_fake_quant(const std::string& src, const quant::TunedModel& tuned,
-                      const std::string& out) {
-  fs::create_directories(out);
-  io::Checkpoint ckpt = io::Checkpoint::open(src).value();
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const std::string& name : ckpt.names()) {
-    const std::string module = name.substr(0, name.size() - std::string(".weight").size());
-    auto it = tuned.weights.find(module);
-    if (!name.ends_with(".weight") || it == tuned.weights.end()) {
-      tensors.emplace_back(name, ckpt.get(name).value());
-      continue;
-    }
-    Tensor t = Tensor::zeros(DType::kF32, {it->second.n, it->second.k});
-    formats::dequantize(it->second, t.mutable_ptr<float>());
-    tensors.emplace_back(name, std::move(t));
-  }
-  ASSERT_TRUE(io::write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}}).ok());
-  for (const char* f :
-       {"config.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"}) {
-    fs::copy_file(src + "/" + f, out + "/" + f);
-  }
-}
 
 TEST_P(QuantizeTuned, AutoRoundExportIsTheTunedModel) {
   const quant::QuantizeOptions o = options("ar", 2, 20);

@@ -1,0 +1,20 @@
+// kernels/cpu: the quantized linear with bf16 activations on AVX512-BF16 (vdpbf16ps), the
+// exact-activation path beside the int8 kernels of qlinear_cpu.h; the arithmetic and the
+// activation layout are those of ref/qlinear_bf16act_ref.h. Writes y[:, n_begin:n_end]
+// (+ bias), no allocation.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/qmatrix.h"
+#include "kernels/ref/qlinear_bf16act_ref.h"
+
+namespace qs::kernels::cpu {
+
+// Whether this CPU runs qlinear_bf16act_avx512 (AVX512F + AVX512-BF16).
+bool bf16act_supported();
+
+void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
+                            int64_t n_begin, int64_t n_end, float* y);
+
+}  // namespace qs::kernels::cpu

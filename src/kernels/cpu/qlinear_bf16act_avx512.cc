@@ -1,0 +1,97 @@
+// kernels/cpu: bf16-activation quantized linear on AVX512-BF16 (see qlinear_bf16act.h). Per
+// output column, each 32-input block's codes become 32 bf16 values (4-bit: a 32-entry table
+// lookup on the nibbles, exact since codes are integers < 256), and vdpbf16ps multiplies them
+// with up to four rows of bf16 activations into f32 lanes; each group's lanes are scaled by
+// its f32 scale, and the zero term meets the precomputed group sum.
+// GCC 12's intrinsic headers trip -Wmaybe-uninitialized on _mm512_undefined (as in the other
+// AVX-512 kernels).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/qlinear_bf16act.h"
+
+namespace qs::kernels::cpu {
+namespace {
+
+constexpr int kRows = 4;
+
+// The bf16 bits of 0..31 (integers have at most 5 significant bits here: exact).
+__m512i code_table() {
+  alignas(64) uint16_t t[32];
+  for (int v = 0; v < 32; ++v) t[v] = f32_to_bf16(static_cast<float>(v));
+  return _mm512_load_si512(t);
+}
+
+// The 32 codes of block b of a column as bf16, element e = input 32b + e.
+inline __m512bh codes_bf16(const uint8_t* col, int64_t b, int bits, __m512i table) {
+  if (bits == 4) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(col + b * 16));
+    const __m128i lo = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(0x0F));
+    const __m512i idx = _mm512_cvtepu8_epi16(_mm256_set_m128i(hi, lo));
+    return (__m512bh)_mm512_permutexvar_epi16(idx, table);
+  }
+  const uint8_t* p = col + b * 32;
+  const __m512 lo = _mm512_cvtepi32_ps(
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  const __m512 hi = _mm512_cvtepi32_ps(
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))));
+  return _mm512_cvtne2ps_pbh(hi, lo);
+}
+
+template <int R>
+void rows_tile(const QMatrixView& w, const Bf16ActsView& a, const float* bias, int64_t i0,
+               int64_t n_begin, int64_t n_end, float* y) {
+  const __m512i table = code_table();
+  const int64_t nb = w.blocks(), bpg = w.group_size / kQBlock;
+  const size_t col_bytes = w.code_bytes_per_column();
+  for (int64_t j = n_begin; j < n_end; ++j) {
+    const uint8_t* col = w.codes + static_cast<size_t>(j) * col_bytes;
+    __m512 total[R];
+    float zsum[R];
+    for (int r = 0; r < R; ++r) {
+      total[r] = _mm512_setzero_ps();
+      zsum[r] = 0.0f;
+    }
+    for (int64_t g = 0; g < w.n_groups; ++g) {
+      __m512 acc[R];
+      for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+      const int64_t b_end = std::min(nb, (g + 1) * bpg);
+      for (int64_t b = g * bpg; b < b_end; ++b) {
+        const __m512bh u = codes_bf16(col, b, w.bits, table);
+        for (int r = 0; r < R; ++r) {
+          const __m512i xv = _mm512_loadu_si512(a.x + (i0 + r) * a.k_pad + b * kQBlock);
+          acc[r] = _mm512_dpbf16_ps(acc[r], u, (__m512bh)xv);
+        }
+      }
+      const size_t at = static_cast<size_t>(j * w.n_groups + g);
+      const __m512 s = _mm512_set1_ps(w.scales[at]);
+      const float zt = w.zero_terms != nullptr ? w.zero_terms[at] : -w.scales[at] * w.uniform_zero;
+      for (int r = 0; r < R; ++r) {
+        total[r] = _mm512_fmadd_ps(s, acc[r], total[r]);
+        zsum[r] += zt * a.gsum[(i0 + r) * w.n_groups + g];
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      y[(i0 + r) * w.n + j] =
+          _mm512_reduce_add_ps(total[r]) + zsum[r] + (bias != nullptr ? bias[j] : 0.0f);
+    }
+  }
+}
+
+}  // namespace
+
+bool bf16act_supported() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+}
+
+void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
+                            int64_t n_begin, int64_t n_end, float* y) {
+  int64_t i = 0;
+  for (; i + kRows <= a.m; i += kRows) rows_tile<kRows>(w, a, bias, i, n_begin, n_end, y);
+  for (; i < a.m; ++i) rows_tile<1>(w, a, bias, i, n_begin, n_end, y);
+}
+
+}  // namespace qs::kernels::cpu

@@ -1,0 +1,40 @@
+// kernels/ref: the quantized linear with bf16 activations (W4A16 as transformers and vLLM run
+// it, instead of the int8 activations of qlinear_ref.h): the layout of the rounded
+// activations, the one scalar routine that fills it (every ISA uses it, so all see the same
+// bf16 values and group sums), and the scalar oracle of the SIMD kernel
+// (cpu/qlinear_bf16act.h). Only x is rounded: codes are small integers, exact in bf16, and
+// the f32 scale and zero terms are applied per group after the dot products:
+//   y[r, j] = sum_g scale[j, g] * sum_{c in g} u[j, c] * xb[r, c] + zero_term[j, g] * gsum[r, g]
+// with xb = bf16(x) (round to nearest even) and gsum[r, g] = sum_{c in g} xb[r, c].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/qmatrix.h"
+
+namespace qs::kernels {
+
+struct Bf16ActsView {
+  int64_t m = 0, k_pad = 0, n_groups = 0;
+  const uint16_t* x = nullptr;  // [m, k_pad] bf16 bits, inputs permuted by the weight's perm,
+                                // zero beyond k
+  const float* gsum = nullptr;  // [m, n_groups]
+};
+
+// f32 -> bf16 bits, round to nearest even (NaN stays NaN), as vcvtne2ps2bf16.
+uint16_t f32_to_bf16(float v);
+float bf16_to_f32(uint16_t b);
+
+// Bytes of the buffer prepare_bf16_acts fills for m rows against `w` (64-byte aligned parts).
+size_t bf16_acts_bytes(const QMatrixView& w, int64_t m);
+// Rounds x [m, k] f32 for `w` into `buf` (bf16_acts_bytes(w, m) bytes, 64-byte aligned).
+Bf16ActsView prepare_bf16_acts(const QMatrixView& w, const float* x, int64_t m, void* buf);
+
+namespace ref {
+// y[i, j] (+ bias[j] when not null) for j in [n_begin, n_end).
+void qlinear_bf16act(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
+                     int64_t n_begin, int64_t n_end, float* y);
+}  // namespace ref
+
+}  // namespace qs::kernels

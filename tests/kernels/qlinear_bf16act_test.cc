@@ -1,0 +1,181 @@
+// Kernel tests for the bf16-activation quantized linear: the AVX512-BF16 kernel against its
+// scalar oracle (same bf16 activations; float rounding only), the oracle against the exact
+// f32 reference within the bound bf16 rounding of x allows (and far inside the int8
+// kernels' error), and ops::linear switching paths with set_activation_precision.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "formats/quant_scheme.h"
+#include "formats/quantized_weight.h"
+#include "kernels/cpu/qlinear_bf16act.h"
+#include "kernels/qmatrix.h"
+#include "kernels/ref/qlinear_bf16act_ref.h"
+#include "kernels/ref/qlinear_ref.h"
+#include "ops/linear.h"
+#include "ops/quant_matrix.h"
+
+namespace qs {
+namespace {
+
+using formats::QuantizedWeight;
+using kernels::QMatrixView;
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t[], FreeDeleter>;
+Buffer aligned_buffer(size_t bytes) {
+  return Buffer(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64)));
+}
+
+struct Spec {
+  int64_t n, k;
+  int bits;
+  int64_t group;
+  bool act_order, sym;
+};
+
+QuantizedWeight random_weight(const Spec& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  QuantizedWeight w;
+  w.n = s.n;
+  w.k = s.k;
+  w.bits = s.bits;
+  w.group_size = s.group;
+  const int levels = 1 << s.bits;
+  std::uniform_int_distribution<int> code(0, levels - 1), zero(0, levels);
+  std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
+  w.codes.resize(static_cast<size_t>(s.n * s.k));
+  for (uint8_t& c : w.codes) c = static_cast<uint8_t>(code(rng));
+  w.scales.resize(static_cast<size_t>(s.n * w.n_groups()));
+  for (float& v : w.scales) v = scale(rng);
+  w.zeros.resize(w.scales.size());
+  for (int32_t& z : w.zeros) z = s.sym ? levels / 2 : zero(rng);
+  if (s.act_order) {
+    w.g_idx.resize(static_cast<size_t>(s.k));
+    for (int64_t c = 0; c < s.k; ++c) w.g_idx[c] = static_cast<int32_t>(c / s.group);
+    std::shuffle(w.g_idx.begin(), w.g_idx.end(), rng);
+  }
+  return w;
+}
+
+std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; ++i) {
+    const float row_scale = std::exp(normal(rng));
+    for (int64_t c = 0; c < k; ++c) x[i * k + c] = normal(rng) * row_scale * (c % 37 == 5 ? 20 : 1);
+  }
+  return x;
+}
+
+float max_abs(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+class Bf16Act : public ::testing::TestWithParam<Spec> {};
+
+TEST_P(Bf16Act, KernelMatchesOracleAndOracleIsNearExact) {
+  const Spec s = GetParam();
+  const QuantizedWeight qw = random_weight(s, 7);
+  ASSERT_EQ(kernels::qmatrix_unsupported(qw), "");
+  Buffer wbuf = aligned_buffer(kernels::qmatrix_bytes(qw));
+  const QMatrixView w = kernels::qmatrix_pack(qw, wbuf.get());
+  for (int64_t m : {1, 3, 4, 9}) {
+    const std::vector<float> x = random_x(m, s.k, 11 + static_cast<uint32_t>(m));
+    Buffer abuf = aligned_buffer(kernels::bf16_acts_bytes(w, m));
+    const kernels::Bf16ActsView a = kernels::prepare_bf16_acts(w, x.data(), m, abuf.get());
+    std::vector<float> bias(s.n);
+    for (int64_t j = 0; j < s.n; ++j) bias[j] = 0.01f * static_cast<float>(j % 7);
+    std::vector<float> exact(m * s.n), oracle(m * s.n), simd(m * s.n, NAN);
+    kernels::ref::qlinear_exact(w, x.data(), m, 0, s.n, exact.data());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) exact[i * s.n + j] += bias[j];
+    kernels::ref::qlinear_bf16act(w, a, bias.data(), 0, s.n, oracle.data());
+    // bf16 keeps 8 significant bits: each |x| is rounded by at most 2^-9 relative, so
+    // |y_bf16 - y| <= 2^-9 * sum_c |w_c x_c|; bound it by max|w| * sum|x| per row.
+    for (int64_t i = 0; i < m; ++i) {
+      double xsum = 0;
+      for (int64_t c = 0; c < s.k; ++c) xsum += std::abs(x[i * s.k + c]);
+      // |w| <= max|scale| * 2^bits (codes and zeros below 2^bits + 1).
+      const double bound = std::ldexp(1.0, -9) * 0.02 * (1 << s.bits) * xsum;
+      for (int64_t j = 0; j < s.n; ++j) {
+        ASSERT_LE(std::abs(oracle[i * s.n + j] - exact[i * s.n + j]), bound)
+            << "m=" << m << " row " << i << " col " << j;
+      }
+    }
+    if (!kernels::cpu::bf16act_supported()) continue;
+    // Column ranges that do not start at 0, as threads split them.
+    kernels::cpu::qlinear_bf16act_avx512(w, a, bias.data(), 0, s.n / 2, simd.data());
+    kernels::cpu::qlinear_bf16act_avx512(w, a, bias.data(), s.n / 2, s.n, simd.data());
+    const float tol = 1e-5f * std::max(1.0f, max_abs(oracle));
+    for (size_t t = 0; t < simd.size(); ++t) {
+      ASSERT_NEAR(simd[t], oracle[t], tol) << "m=" << m << " at " << t;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, Bf16Act,
+                         ::testing::Values(Spec{48, 128, 4, 128, false, true},
+                                           Spec{40, 96, 4, 32, false, false},
+                                           Spec{33, 200, 4, 64, false, false},  // partial k
+                                           Spec{32, 256, 8, 32, false, true},
+                                           Spec{32, 128, 3, 32, true, false},
+                                           Spec{16, 192, 2, 64, false, false}));
+
+TEST(Bf16Act, RoundingIsNearestEven) {
+  EXPECT_EQ(kernels::f32_to_bf16(1.0f), 0x3F80);
+  EXPECT_EQ(kernels::bf16_to_f32(kernels::f32_to_bf16(1.00390625f)), 1.0f);       // tie -> even
+  EXPECT_EQ(kernels::bf16_to_f32(kernels::f32_to_bf16(1.01171875f)), 1.015625f);  // tie -> even
+  EXPECT_TRUE(std::isnan(kernels::bf16_to_f32(kernels::f32_to_bf16(NAN))));
+}
+
+// ops::linear follows the process-wide setting: bf16 gives the oracle's numbers, int8 the
+// int kernels', and the bf16 path is closer to the exact product.
+TEST(Bf16Act, OpsLinearFollowsTheSetting) {
+  const Spec s{64, 256, 4, 128, false, false};
+  const QuantizedWeight qw = random_weight(s, 3);
+  formats::QuantScheme scheme;
+  scheme.layout = formats::Layout::kGptq;
+  scheme.bits = qw.bits;
+  scheme.group_size = qw.group_size;
+  auto q = ops::QuantMatrix::make(scheme, qw);
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  ASSERT_TRUE((*q)->packed());
+  const ops::LinearWeight lw(*q);
+  const int64_t m = 5;
+  const std::vector<float> x = random_x(m, s.k, 5);
+  ThreadPool pool(2);
+  const ops::ActivationPrecision before = ops::activation_precision();
+  std::vector<float> y_int8(m * s.n), y_bf16(m * s.n), exact(m * s.n);
+  ops::set_activation_precision(ops::ActivationPrecision::kInt8);
+  ASSERT_TRUE(ops::linear(x.data(), m, lw, nullptr, y_int8.data(), pool).ok());
+  ops::set_activation_precision(ops::ActivationPrecision::kBf16);
+  ASSERT_TRUE(ops::linear(x.data(), m, lw, nullptr, y_bf16.data(), pool).ok());
+  ops::set_activation_precision(before);
+  Buffer wbuf = aligned_buffer(kernels::qmatrix_bytes(qw));
+  const QMatrixView w = kernels::qmatrix_pack(qw, wbuf.get());
+  kernels::ref::qlinear_exact(w, x.data(), m, 0, s.n, exact.data());
+  double err_int8 = 0, err_bf16 = 0;
+  for (size_t t = 0; t < exact.size(); ++t) {
+    err_int8 = std::max(err_int8, static_cast<double>(std::abs(y_int8[t] - exact[t])));
+    err_bf16 = std::max(err_bf16, static_cast<double>(std::abs(y_bf16[t] - exact[t])));
+  }
+  EXPECT_LT(err_bf16, 0.5 * err_int8) << err_bf16 << " vs " << err_int8;
+  EXPECT_EQ(ops::parse_activation_precision("bf16"), ops::ActivationPrecision::kBf16);
+  EXPECT_FALSE(ops::parse_activation_precision("fp8").has_value());
+}
+
+}  // namespace
+}  // namespace qs
