@@ -143,8 +143,8 @@ void register_all() {
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
     if (!kernels::isa_supported(isa)) continue;
     for (int threads : {1, 2}) {
-      for (int64_t m :
-           {int64_t{1}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{128}}) {
+      for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{128},
+                        int64_t{512}}) {
         for (const Shape& shape : kQwen05B) {
           for (Format f : {Format::kInt4G128, Format::kInt8Channel, Format::kBf16}) {
             const std::string name = std::string(shape.name) + "/" + kernels::isa_name(isa) + "/" +

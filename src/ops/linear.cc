@@ -89,6 +89,9 @@ Job packed_job(kernels::Isa isa, int64_t m, const QuantMatrix& q, const kernels:
   switch (isa) {
     case kernels::Isa::kAvx512:
       kernel = gemm ? kernels::cpu::qlinear_gemm_avx512 : kernels::cpu::qlinear_gemv_avx512;
+      if (m >= kernels::cpu::kQAmxMinRows && kernels::amx_active()) {
+        kernel = kernels::cpu::qlinear_gemm_amx;
+      }
       break;
     case kernels::Isa::kAvx2:
       kernel = gemm ? kernels::cpu::qlinear_gemm_avx2 : kernels::cpu::qlinear_gemv_avx2;
