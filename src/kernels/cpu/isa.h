@@ -28,7 +28,7 @@ Isa active_isa();
 bool amx_supported();
 // Whether the ops use the AMX kernels: amx_supported(), the active ISA is avx512, and
 // QS_AMX=1. Off by default: on the Sapphire Rapids VM it was measured on, the AMX int8 GEMM
-// ran 0.75-0.85x the AVX-512 VNNI one (docs/kernels.md, "AMX"). Read once.
+// ran 0.66-0.91x the AVX-512 VNNI one (docs/kernels.md, "AMX"). Read once.
 bool amx_active();
 
 }  // namespace qs::kernels
