@@ -123,7 +123,7 @@ std::string QuantMatrix::kernel() const {
   const kernels::Isa isa = kernels::active_isa();
   std::string isa_name = kernels::isa_name(isa);
   if (isa == kernels::Isa::kAvx512) {
-    isa_name = kernels::amx_active()
+    isa_name = kernels::amx_int8_active()
                    ? "avx512-vnni, amx from m = " + std::to_string(kernels::cpu::kQAmxMinRows)
                    : "avx512-vnni";
   }

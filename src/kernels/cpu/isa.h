@@ -26,9 +26,12 @@ Isa active_isa();
 // granted this process the tile data state (arch_prctl(ARCH_REQ_XCOMP_PERM), asked once;
 // without it the first tile instruction faults).
 bool amx_supported();
-// Whether the ops use the AMX kernels: amx_supported(), the active ISA is avx512, and
-// QS_AMX=1. Off by default: on the Sapphire Rapids VM it was measured on, the AMX int8 GEMM
-// ran 0.66-0.91x the AVX-512 VNNI one (docs/kernels.md, "AMX"). Read once.
+// Whether the ops use the AMX bf16 GEMM for bf16 weights: amx_supported(), the active ISA
+// is avx512, and QS_AMX is not "0" (QS_AMX=0 keeps the AVX-512 kernels, for comparisons).
 bool amx_active();
+// Whether the quantized linears also use the AMX int8 GEMM: amx_active() and QS_AMX_INT8=1.
+// Off by default: on the Sapphire Rapids VM it was measured on it ran 0.66-0.91x the
+// AVX-512 VNNI one (docs/kernels.md, "AMX int8 GEMM"). Both read once.
+bool amx_int8_active();
 
 }  // namespace qs::kernels

@@ -40,6 +40,12 @@ constexpr int64_t kColumnGrain = 32;
 void linear_gemv_avx512(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 void linear_gemm_avx512(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 void linear_gemv_avx2(const LinearArgs& a, int64_t n_begin, int64_t n_end);
+
+// AMX bf16 tiles (kernels::amx_active()) for bf16 weights with k a multiple of 32
+// (linear_amx_bf16_supports): x is rounded to bf16 first, so results differ from the f32
+// kernels by that rounding (tests/kernels/linear_amx_test.cc bounds it). Any m.
+bool linear_amx_bf16_supports(const LinearArgs& a);
+void linear_gemm_amx_bf16(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 void linear_gemm_avx2(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 
 }  // namespace qs::kernels::cpu

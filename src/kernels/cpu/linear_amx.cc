@@ -1,0 +1,187 @@
+// kernels/cpu: the AMX bf16 GEMM for bf16 weights (prefill, kernels::amx_active()). The
+// weight rows are AMX A tiles as they lie ([n, k] row-major: a tile row is 32 bf16 of one
+// output column); x is rounded to bf16 once per call and packed as the B operand, k-pairs of
+// 16 tokens per 64-byte row. TDPBF16PS multiplies bf16 pairs exactly and accumulates in f32
+// across the whole of k in the tiles, so the only differences from ref::linear are the
+// rounding of x to bf16 (round to nearest even) and the float summation order; denormal
+// inputs and outputs of the tile unit are flushed to zero.
+// Compiled with the AVX-512 flags plus AMX-TILE/INT8/BF16 (file suffix _amx.cc).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "core/check.h"
+#include "kernels/cpu/linear_cpu.h"
+#include "kernels/cpu/qlinear_panel_avx512.h"  // transpose16
+
+namespace qs::kernels::cpu {
+namespace {
+
+constexpr int kTile = 16;   // rows of a tile; also tokens per B tile
+constexpr int kTileK = 32;  // bf16 inputs per tile product
+
+struct alignas(64) TileConfig {
+  uint8_t palette_id;
+  uint8_t start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+
+// Tiles 0, 1: A (cols0 / cols1 weight rows x 32 bf16); 2, 3: B (16 k-pairs x 16 tokens);
+// 4..7: C (columns x 16 tokens f32), C[4 + 2a + b] = A_a x B_b.
+void configure_tiles(int cols0, int cols1) {
+  TileConfig cfg;
+  std::memset(&cfg, 0, sizeof(cfg));
+  cfg.palette_id = 1;
+  const int cols[2] = {cols0, std::max(cols1, 1)};
+  for (int a = 0; a < 2; ++a) {
+    cfg.rows[a] = static_cast<uint8_t>(cols[a]);
+    cfg.colsb[a] = 64;
+    for (int b = 0; b < 2; ++b) {
+      cfg.rows[4 + 2 * a + b] = static_cast<uint8_t>(cols[a]);
+      cfg.colsb[4 + 2 * a + b] = 64;
+    }
+  }
+  for (int t : {2, 3}) {
+    cfg.rows[t] = kTileK / 2;
+    cfg.colsb[t] = 64;
+  }
+  // GCC 12 does not see _tile_loadconfig read cfg and drops the stores above; see
+  // qlinear_amx.cc.
+  asm volatile("" : : "r"(&cfg) : "memory");
+  _tile_loadconfig(&cfg);
+}
+
+// x [m, k] f32 -> xp [k / 2][m_pad][2] bf16 (tokens past m are zero): row r of a B tile is
+// the k-pair r of 16 consecutive tokens.
+void pack_x(const float* x, int64_t m, int64_t k, int64_t m_pad, uint16_t* xp) {
+  for (int64_t i0 = 0; i0 < m_pad; i0 += kTile) {
+    for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
+      __m512i r[16];
+      for (int t = 0; t < kTile; ++t) {
+        const int64_t i = i0 + t;
+        if (i < m) {
+          const float* p = x + i * k + k0;
+          // Element order: the second argument fills the low half.
+          r[t] = reinterpret_cast<__m512i>(
+              _mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p)));
+        } else {
+          r[t] = _mm512_setzero_si512();
+        }
+      }
+      transpose16(r);  // r[pair] = that k-pair of the 16 tokens
+      for (int pair = 0; pair < kTileK / 2; ++pair) {
+        _mm512_storeu_si512(xp + ((k0 / 2 + pair) * m_pad + i0) * 2, r[pair]);
+      }
+    }
+  }
+}
+
+// y[tokens i0.., columns j0..] from the C tiles: C is [column][token], y is [token][column].
+void store_tile(const float* c, int cols, int64_t i0, int64_t m, int64_t j0,
+                const LinearArgs& args) {
+  __m512i r[16];
+  for (int j = 0; j < kTile; ++j) r[j] = _mm512_load_si512(c + j * kTile);
+  transpose16(r);  // r[token] = that token's 16 columns
+  const __mmask16 mk = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
+  const __m512 bias =
+      args.bias != nullptr ? _mm512_maskz_loadu_ps(mk, args.bias + j0) : _mm512_setzero_ps();
+  for (int t = 0; t < kTile && i0 + t < m; ++t) {
+    _mm512_mask_storeu_ps(args.y + (i0 + t) * args.n + j0, mk,
+                          _mm512_add_ps(_mm512_castsi512_ps(r[t]), bias));
+  }
+}
+
+// Columns [j0, j0 + 16 + cols1) x tokens [i0, i0 + 16 (+ 16 with kB1)).
+template <bool kA1, bool kB1>
+void tile_block(const LinearArgs& args, const uint16_t* xp, int64_t m_pad, int64_t j0, int cols0,
+                int cols1, int64_t i0) {
+  const auto* w = static_cast<const uint16_t*>(args.w);
+  const int64_t k = args.k;
+  const auto w_stride = static_cast<size_t>(k * 2);
+  const auto x_stride = static_cast<size_t>(m_pad * 4);
+  _tile_zero(4);
+  if constexpr (kB1) _tile_zero(5);
+  if constexpr (kA1) _tile_zero(6);
+  if constexpr (kA1 && kB1) _tile_zero(7);
+  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
+    const uint16_t* b = xp + (k0 / 2 * m_pad + i0) * 2;
+    _tile_loadd(0, w + j0 * k + k0, w_stride);
+    _tile_loadd(2, b, x_stride);
+    if constexpr (kB1) _tile_loadd(3, b + kTile * 2, x_stride);
+    if constexpr (kA1) _tile_loadd(1, w + (j0 + kTile) * k + k0, w_stride);
+    _tile_dpbf16ps(4, 0, 2);
+    if constexpr (kB1) _tile_dpbf16ps(5, 0, 3);
+    if constexpr (kA1) _tile_dpbf16ps(6, 1, 2);
+    if constexpr (kA1 && kB1) _tile_dpbf16ps(7, 1, 3);
+  }
+  alignas(64) float c[4][kTile * kTile];
+  _tile_stored(4, c[0], 64);
+  if constexpr (kB1) _tile_stored(5, c[1], 64);
+  if constexpr (kA1) _tile_stored(6, c[2], 64);
+  if constexpr (kA1 && kB1) _tile_stored(7, c[3], 64);
+  const int64_t m = args.m;
+  store_tile(c[0], cols0, i0, m, j0, args);
+  if constexpr (kB1) store_tile(c[1], cols0, i0 + kTile, m, j0, args);
+  if constexpr (kA1) store_tile(c[2], cols1, i0, m, j0 + kTile, args);
+  if constexpr (kA1 && kB1) store_tile(c[3], cols1, i0 + kTile, m, j0 + kTile, args);
+}
+
+// The packed x of one call, per thread; grown, never freed (like the int8 activations of
+// ops/linear.cc), so prefill allocates only on its first, largest call.
+uint16_t* x_scratch(size_t elems) {
+  struct Scratch {
+    std::unique_ptr<uint16_t, decltype(&std::free)> data{nullptr, &std::free};
+    size_t elems = 0;
+  };
+  thread_local Scratch s;
+  if (s.elems < elems) {
+    const size_t bytes = (elems * 2 + 63) / 64 * 64;
+    s.data.reset(static_cast<uint16_t*>(std::aligned_alloc(64, bytes)));
+    QS_CHECK(s.data != nullptr);
+    s.elems = bytes / 2;
+  }
+  return s.data.get();
+}
+
+}  // namespace
+
+bool linear_amx_bf16_supports(const LinearArgs& a) {
+  return a.w_dtype == DType::kBF16 && a.k > 0 && a.k % kTileK == 0;
+}
+
+void linear_gemm_amx_bf16(const LinearArgs& args, int64_t n_begin, int64_t n_end) {
+  QS_CHECK(linear_amx_bf16_supports(args));
+  const int64_t m = args.m;
+  if (m == 0 || n_begin >= n_end) return;
+  const int64_t m_pad = (m + kTile - 1) / kTile * kTile;
+  uint16_t* xp = x_scratch(static_cast<size_t>(m_pad * args.k));
+  pack_x(args.x, m, args.k, m_pad, xp);
+  int configured = -1;
+  for (int64_t j0 = n_begin; j0 < n_end; j0 += 2 * kTile) {
+    const int cols0 = static_cast<int>(std::min<int64_t>(kTile, n_end - j0));
+    const int cols1 = static_cast<int>(std::clamp<int64_t>(n_end - j0 - kTile, 0, kTile));
+    if (cols0 * 32 + cols1 != configured) {
+      configure_tiles(cols0, cols1);
+      configured = cols0 * 32 + cols1;
+    }
+    for (int64_t i0 = 0; i0 < m_pad; i0 += 2 * kTile) {
+      const bool b1 = i0 + kTile < m_pad;
+      if (cols1 > 0) {
+        b1 ? tile_block<true, true>(args, xp, m_pad, j0, cols0, cols1, i0)
+           : tile_block<true, false>(args, xp, m_pad, j0, cols0, cols1, i0);
+      } else {
+        b1 ? tile_block<false, true>(args, xp, m_pad, j0, cols0, cols1, i0)
+           : tile_block<false, false>(args, xp, m_pad, j0, cols0, cols1, i0);
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace qs::kernels::cpu
