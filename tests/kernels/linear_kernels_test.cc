@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/dtype.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
@@ -90,23 +89,7 @@ void check_linear(Isa isa, DType dtype, const Case& c, bool with_bias, int threa
   const Status st = ops::linear_with_isa(isa, x.data(), c.m, w, with_bias ? bias.data() : nullptr,
                                          got.data(), pool);
   ASSERT_TRUE(st.ok()) << st.to_string();
-  // Where AMX is active, bf16 prefill runs on tiles with x rounded to bf16 (linear_amx.cc):
-  // the oracle then multiplies the same rounded x (the rounding itself is bounded in
-  // linear_amx_test.cc); the summation-order limit is unchanged.
-  const kernels::cpu::LinearArgs amx_args{x.data(), c.m, c.k, w.data, dtype, c.n, nullptr, nullptr};
-  if (isa == Isa::kAvx512 && c.m >= kernels::cpu::kGemmMinRowsAvx512 && kernels::amx_active() &&
-      kernels::cpu::linear_amx_bf16_supports(amx_args)) {
-    std::vector<float> xr(x.size());
-    for (size_t e = 0; e < x.size(); ++e) xr[e] = bf16_to_f32(f32_to_bf16(x[e]));
-    const std::vector<float> exact = expect;
-    kernels::ref::linear(xr.data(), c.m, c.k, w.data, dtype, c.n, 0, c.n, expect.data());
-    for (int64_t i = 0; i < c.m; ++i)
-      for (int64_t j = 0; j < c.n; ++j) expect[i * c.n + j] += with_bias ? bias[j] : 0.0f;
-    compare(got, "ops::linear (amx bf16)");
-    expect = exact;
-  } else {
-    compare(got, "ops::linear");
-  }
+  compare(got, "ops::linear");
 
   // ops::linear picks GEMV or GEMM by m; call both kernels directly so that each is tested
   // at every m, over a column range split at an odd place (threads may split anywhere).

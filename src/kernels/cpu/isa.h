@@ -27,9 +27,11 @@ Isa active_isa();
 // without it the first tile instruction faults).
 bool amx_supported();
 // Whether the ops use the AMX bf16 GEMM for bf16 weights: amx_supported(), the active ISA
-// is avx512, and QS_AMX is not "0" (QS_AMX=0 keeps the AVX-512 kernels, for comparisons).
+// is avx512, and QS_AMX=1. Off by default: with x split exactly into three bf16 terms it
+// measured level with the AVX-512 GEMM (docs/kernels.md, "AMX bf16 GEMM").
 bool amx_active();
-// Whether the quantized linears also use the AMX int8 GEMM: amx_active() and QS_AMX_INT8=1.
+// Whether the quantized linears use the AMX int8 GEMM: amx_supported(), the active ISA is
+// avx512, and QS_AMX_INT8=1.
 // Off by default: on the Sapphire Rapids VM it was measured on it ran 0.66-0.91x the
 // AVX-512 VNNI one (docs/kernels.md, "AMX int8 GEMM"). Both read once.
 bool amx_int8_active();

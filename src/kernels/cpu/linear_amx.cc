@@ -1,10 +1,11 @@
 // kernels/cpu: the AMX bf16 GEMM for bf16 weights (prefill, kernels::amx_active()). The
 // weight rows are AMX A tiles as they lie ([n, k] row-major: a tile row is 32 bf16 of one
-// output column); x is rounded to bf16 once per call and packed as the B operand, k-pairs of
-// 16 tokens per 64-byte row. TDPBF16PS multiplies bf16 pairs exactly and accumulates in f32
-// across the whole of k in the tiles, so the only differences from ref::linear are the
-// rounding of x to bf16 (round to nearest even) and the float summation order; denormal
-// inputs and outputs of the tile unit are flushed to zero.
+// output column); x is split once per call into three bf16 terms whose sum is x exactly, and
+// packed as the B operand, k-pairs of 16 tokens per 64-byte row. TDPBF16PS multiplies bf16
+// pairs exactly and accumulates in f32 across the whole of k in the tiles, so results differ
+// from ref::linear only by float summation order (3k exact products instead of k), like the
+// other dense kernels: prefill and decode of the same tokens agree whatever the batch. The
+// tile unit flushes denormal inputs and outputs to zero.
 // Compiled with the AVX-512 flags plus AMX-TILE/INT8/BF16 (file suffix _amx.cc).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -23,6 +24,7 @@ namespace {
 
 constexpr int kTile = 16;   // rows of a tile; also tokens per B tile
 constexpr int kTileK = 32;  // bf16 inputs per tile product
+constexpr int kParts = 3;   // bf16 terms per activation: hi + mid + lo = the f32 value
 
 struct alignas(64) TileConfig {
   uint8_t palette_id;
@@ -57,26 +59,41 @@ void configure_tiles(int cols0, int cols1) {
   _tile_loadconfig(&cfg);
 }
 
-// x [m, k] f32 -> xp [k / 2][m_pad][2] bf16 (tokens past m are zero): row r of a B tile is
-// the k-pair r of 16 consecutive tokens.
+inline __m512 widen_bf16(__m256i h) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// x [m, k] f32 -> three bf16 planes xp[part][k / 2][m_pad][2] (tokens past m are zero): row r
+// of a B tile is the k-pair r of 16 consecutive tokens. x = hi + mid + lo exactly: each part
+// is the residual of the parts before it rounded to bf16, and 3 x 8 significand bits cover
+// f32's 24 (residuals below bf16's normal range are lost, as the tile unit flushes them).
 void pack_x(const float* x, int64_t m, int64_t k, int64_t m_pad, uint16_t* xp) {
+  const auto plane = static_cast<size_t>(k / 2 * m_pad * 2);
   for (int64_t i0 = 0; i0 < m_pad; i0 += kTile) {
     for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
-      __m512i r[16];
+      __m512i r[kParts][16];
       for (int t = 0; t < kTile; ++t) {
         const int64_t i = i0 + t;
+        __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
         if (i < m) {
-          const float* p = x + i * k + k0;
+          lo = _mm512_loadu_ps(x + i * k + k0);
+          hi = _mm512_loadu_ps(x + i * k + k0 + 16);
+        }
+        for (int part = 0; part < kParts; ++part) {
           // Element order: the second argument fills the low half.
-          r[t] = reinterpret_cast<__m512i>(
-              _mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p)));
-        } else {
-          r[t] = _mm512_setzero_si512();
+          const __m512i b = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+          r[part][t] = b;
+          // The residual, exact in f32: x minus its bf16 rounding (bf16 -> f32 is a shift).
+          lo = _mm512_sub_ps(lo, widen_bf16(_mm512_castsi512_si256(b)));
+          hi = _mm512_sub_ps(hi, widen_bf16(_mm512_extracti64x4_epi64(b, 1)));
         }
       }
-      transpose16(r);  // r[pair] = that k-pair of the 16 tokens
-      for (int pair = 0; pair < kTileK / 2; ++pair) {
-        _mm512_storeu_si512(xp + ((k0 / 2 + pair) * m_pad + i0) * 2, r[pair]);
+      for (int part = 0; part < kParts; ++part) {
+        transpose16(r[part]);  // r[part][pair] = that k-pair of the 16 tokens
+        for (int pair = 0; pair < kTileK / 2; ++pair) {
+          _mm512_storeu_si512(xp + part * plane + ((k0 / 2 + pair) * m_pad + i0) * 2,
+                              r[part][pair]);
+        }
       }
     }
   }
@@ -109,16 +126,19 @@ void tile_block(const LinearArgs& args, const uint16_t* xp, int64_t m_pad, int64
   if constexpr (kB1) _tile_zero(5);
   if constexpr (kA1) _tile_zero(6);
   if constexpr (kA1 && kB1) _tile_zero(7);
+  const auto plane = static_cast<size_t>(k / 2 * m_pad * 2);
   for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
-    const uint16_t* b = xp + (k0 / 2 * m_pad + i0) * 2;
     _tile_loadd(0, w + j0 * k + k0, w_stride);
-    _tile_loadd(2, b, x_stride);
-    if constexpr (kB1) _tile_loadd(3, b + kTile * 2, x_stride);
     if constexpr (kA1) _tile_loadd(1, w + (j0 + kTile) * k + k0, w_stride);
-    _tile_dpbf16ps(4, 0, 2);
-    if constexpr (kB1) _tile_dpbf16ps(5, 0, 3);
-    if constexpr (kA1) _tile_dpbf16ps(6, 1, 2);
-    if constexpr (kA1 && kB1) _tile_dpbf16ps(7, 1, 3);
+    for (int part = 0; part < kParts; ++part) {
+      const uint16_t* b = xp + part * plane + (k0 / 2 * m_pad + i0) * 2;
+      _tile_loadd(2, b, x_stride);
+      if constexpr (kB1) _tile_loadd(3, b + kTile * 2, x_stride);
+      _tile_dpbf16ps(4, 0, 2);
+      if constexpr (kB1) _tile_dpbf16ps(5, 0, 3);
+      if constexpr (kA1) _tile_dpbf16ps(6, 1, 2);
+      if constexpr (kA1 && kB1) _tile_dpbf16ps(7, 1, 3);
+    }
   }
   alignas(64) float c[4][kTile * kTile];
   _tile_stored(4, c[0], 64);
@@ -160,7 +180,7 @@ void linear_gemm_amx_bf16(const LinearArgs& args, int64_t n_begin, int64_t n_end
   const int64_t m = args.m;
   if (m == 0 || n_begin >= n_end) return;
   const int64_t m_pad = (m + kTile - 1) / kTile * kTile;
-  uint16_t* xp = x_scratch(static_cast<size_t>(m_pad * args.k));
+  uint16_t* xp = x_scratch(static_cast<size_t>(kParts * m_pad * args.k));
   pack_x(args.x, m, args.k, m_pad, xp);
   int configured = -1;
   for (int64_t j0 = n_begin; j0 < n_end; j0 += 2 * kTile) {

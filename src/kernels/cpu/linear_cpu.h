@@ -42,8 +42,8 @@ void linear_gemm_avx512(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 void linear_gemv_avx2(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 
 // AMX bf16 tiles (kernels::amx_active()) for bf16 weights with k a multiple of 32
-// (linear_amx_bf16_supports): x is rounded to bf16 first, so results differ from the f32
-// kernels by that rounding (tests/kernels/linear_amx_test.cc bounds it). Any m.
+// (linear_amx_bf16_supports): x runs as three bf16 terms that sum to it exactly, so results
+// differ from the f32 kernels only by summation order. Any m.
 bool linear_amx_bf16_supports(const LinearArgs& a);
 void linear_gemm_amx_bf16(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 void linear_gemm_avx2(const LinearArgs& a, int64_t n_begin, int64_t n_end);
