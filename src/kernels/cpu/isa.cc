@@ -115,7 +115,7 @@ bool amx_supported() {
 bool amx_active() {
   static const bool on = [] {
     const char* env = std::getenv("QS_AMX");
-    if (env == nullptr || std::strcmp(env, "1") != 0) return false;
+    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
     return active_isa() == Isa::kAvx512 && amx_supported();
   }();
   return on;

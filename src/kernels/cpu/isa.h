@@ -27,8 +27,7 @@ Isa active_isa();
 // without it the first tile instruction faults).
 bool amx_supported();
 // Whether the ops use the AMX bf16 GEMM for bf16 weights: amx_supported(), the active ISA
-// is avx512, and QS_AMX=1. Off by default: with x split exactly into three bf16 terms it
-// measured level with the AVX-512 GEMM (docs/kernels.md, "AMX bf16 GEMM").
+// is avx512, and QS_AMX is not "0" (QS_AMX=0 keeps the AVX-512 GEMM, for comparisons).
 bool amx_active();
 // Whether the quantized linears use the AMX int8 GEMM: amx_supported(), the active ISA is
 // avx512, and QS_AMX_INT8=1.

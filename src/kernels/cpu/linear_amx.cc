@@ -22,9 +22,10 @@
 namespace qs::kernels::cpu {
 namespace {
 
-constexpr int kTile = 16;   // rows of a tile; also tokens per B tile
-constexpr int kTileK = 32;  // bf16 inputs per tile product
-constexpr int kParts = 3;   // bf16 terms per activation: hi + mid + lo = the f32 value
+constexpr int kTile = 16;     // rows of a tile; also tokens per B tile
+constexpr int kTileK = 32;    // bf16 inputs per tile product
+constexpr int kParts = 3;     // bf16 terms per activation: hi + mid + lo = the f32 value
+constexpr int64_t kKc = 256;  // inputs per k block (see linear_gemm_amx_bf16)
 
 struct alignas(64) TileConfig {
   uint8_t palette_id;
@@ -114,20 +115,31 @@ void store_tile(const float* c, int cols, int64_t i0, int64_t m, int64_t j0,
   }
 }
 
-// Columns [j0, j0 + 16 + cols1) x tokens [i0, i0 + 16 (+ 16 with kB1)).
+// Columns [j0, j0 + 16 + cols1) x tokens [i0, i0 + 16 (+ 16 with kB1)), inputs [k_begin,
+// k_end). The four C tiles start at zero (first k block) or from `acc`, and end in `acc`
+// or, after the last k block, in y.
 template <bool kA1, bool kB1>
 void tile_block(const LinearArgs& args, const uint16_t* xp, int64_t m_pad, int64_t j0, int cols0,
-                int cols1, int64_t i0) {
+                int cols1, int64_t i0, int64_t k_begin, int64_t k_end, bool first, bool last,
+                float* acc) {
   const auto* w = static_cast<const uint16_t*>(args.w);
   const int64_t k = args.k;
   const auto w_stride = static_cast<size_t>(k * 2);
   const auto x_stride = static_cast<size_t>(m_pad * 4);
-  _tile_zero(4);
-  if constexpr (kB1) _tile_zero(5);
-  if constexpr (kA1) _tile_zero(6);
-  if constexpr (kA1 && kB1) _tile_zero(7);
+  float* c[4] = {acc, acc + 256, acc + 512, acc + 768};
+  if (first) {
+    _tile_zero(4);
+    if constexpr (kB1) _tile_zero(5);
+    if constexpr (kA1) _tile_zero(6);
+    if constexpr (kA1 && kB1) _tile_zero(7);
+  } else {
+    _tile_loadd(4, c[0], 64);
+    if constexpr (kB1) _tile_loadd(5, c[1], 64);
+    if constexpr (kA1) _tile_loadd(6, c[2], 64);
+    if constexpr (kA1 && kB1) _tile_loadd(7, c[3], 64);
+  }
   const auto plane = static_cast<size_t>(k / 2 * m_pad * 2);
-  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kTileK) {
     _tile_loadd(0, w + j0 * k + k0, w_stride);
     if constexpr (kA1) _tile_loadd(1, w + (j0 + kTile) * k + k0, w_stride);
     for (int part = 0; part < kParts; ++part) {
@@ -140,11 +152,11 @@ void tile_block(const LinearArgs& args, const uint16_t* xp, int64_t m_pad, int64
       if constexpr (kA1 && kB1) _tile_dpbf16ps(7, 1, 3);
     }
   }
-  alignas(64) float c[4][kTile * kTile];
   _tile_stored(4, c[0], 64);
   if constexpr (kB1) _tile_stored(5, c[1], 64);
   if constexpr (kA1) _tile_stored(6, c[2], 64);
   if constexpr (kA1 && kB1) _tile_stored(7, c[3], 64);
+  if (!last) return;
   const int64_t m = args.m;
   store_tile(c[0], cols0, i0, m, j0, args);
   if constexpr (kB1) store_tile(c[1], cols0, i0 + kTile, m, j0, args);
@@ -152,19 +164,21 @@ void tile_block(const LinearArgs& args, const uint16_t* xp, int64_t m_pad, int64
   if constexpr (kA1 && kB1) store_tile(c[3], cols1, i0 + kTile, m, j0 + kTile, args);
 }
 
-// The packed x of one call, per thread; grown, never freed (like the int8 activations of
-// ops/linear.cc), so prefill allocates only on its first, largest call.
-uint16_t* x_scratch(size_t elems) {
+// Per-thread scratch that only grows, never freed (like the int8 activations of
+// ops/linear.cc), so prefill allocates only on its first, largest call: the packed x and the
+// f32 accumulators between k blocks.
+template <typename T, int kSlot>
+T* scratch(size_t elems) {
   struct Scratch {
-    std::unique_ptr<uint16_t, decltype(&std::free)> data{nullptr, &std::free};
+    std::unique_ptr<T, decltype(&std::free)> data{nullptr, &std::free};
     size_t elems = 0;
   };
   thread_local Scratch s;
   if (s.elems < elems) {
-    const size_t bytes = (elems * 2 + 63) / 64 * 64;
-    s.data.reset(static_cast<uint16_t*>(std::aligned_alloc(64, bytes)));
+    const size_t bytes = (elems * sizeof(T) + 63) / 64 * 64;
+    s.data.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
     QS_CHECK(s.data != nullptr);
-    s.elems = bytes / 2;
+    s.elems = bytes / sizeof(T);
   }
   return s.data.get();
 }
@@ -180,24 +194,42 @@ void linear_gemm_amx_bf16(const LinearArgs& args, int64_t n_begin, int64_t n_end
   const int64_t m = args.m;
   if (m == 0 || n_begin >= n_end) return;
   const int64_t m_pad = (m + kTile - 1) / kTile * kTile;
-  uint16_t* xp = x_scratch(static_cast<size_t>(kParts * m_pad * args.k));
+  uint16_t* xp = scratch<uint16_t, 0>(static_cast<size_t>(kParts * m_pad * args.k));
   pack_x(args.x, m, args.k, m_pad, xp);
+  // k in blocks of kKc: a block of the packed x (3 x m_pad x kKc bf16, 768 KiB at m = 512)
+  // stays in L2 while every column panel of the thread uses it; without the blocking the
+  // whole packed x was re-read from L3 for every 32 columns. The C tiles of each (panel,
+  // 32 tokens) wait in `acc` between blocks.
+  const int64_t panels = (n_end - n_begin + 2 * kTile - 1) / (2 * kTile);
+  const int64_t token_blocks = (m_pad + 2 * kTile - 1) / (2 * kTile);
+  float* acc = scratch<float, 1>(static_cast<size_t>(panels * token_blocks * 4 * 256));
   int configured = -1;
-  for (int64_t j0 = n_begin; j0 < n_end; j0 += 2 * kTile) {
-    const int cols0 = static_cast<int>(std::min<int64_t>(kTile, n_end - j0));
-    const int cols1 = static_cast<int>(std::clamp<int64_t>(n_end - j0 - kTile, 0, kTile));
-    if (cols0 * 32 + cols1 != configured) {
-      configure_tiles(cols0, cols1);
-      configured = cols0 * 32 + cols1;
-    }
-    for (int64_t i0 = 0; i0 < m_pad; i0 += 2 * kTile) {
-      const bool b1 = i0 + kTile < m_pad;
-      if (cols1 > 0) {
-        b1 ? tile_block<true, true>(args, xp, m_pad, j0, cols0, cols1, i0)
-           : tile_block<true, false>(args, xp, m_pad, j0, cols0, cols1, i0);
-      } else {
-        b1 ? tile_block<false, true>(args, xp, m_pad, j0, cols0, cols1, i0)
-           : tile_block<false, false>(args, xp, m_pad, j0, cols0, cols1, i0);
+  for (int64_t kb = 0; kb < args.k; kb += kKc) {
+    const int64_t kb_end = std::min(args.k, kb + kKc);
+    const bool first = kb == 0, last = kb_end == args.k;
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t j0 = n_begin + p * 2 * kTile;
+      const int cols0 = static_cast<int>(std::min<int64_t>(kTile, n_end - j0));
+      const int cols1 = static_cast<int>(std::clamp<int64_t>(n_end - j0 - kTile, 0, kTile));
+      if (cols0 * 32 + cols1 != configured) {
+        configure_tiles(cols0, cols1);
+        configured = cols0 * 32 + cols1;
+      }
+      for (int64_t tb = 0; tb < token_blocks; ++tb) {
+        const int64_t i0 = tb * 2 * kTile;
+        const bool b1 = i0 + kTile < m_pad;
+        float* a = acc + (p * token_blocks + tb) * 4 * 256;
+        if (cols1 > 0) {
+          b1 ? tile_block<true, true>(args, xp, m_pad, j0, cols0, cols1, i0, kb, kb_end, first,
+                                      last, a)
+             : tile_block<true, false>(args, xp, m_pad, j0, cols0, cols1, i0, kb, kb_end, first,
+                                       last, a);
+        } else {
+          b1 ? tile_block<false, true>(args, xp, m_pad, j0, cols0, cols1, i0, kb, kb_end, first,
+                                       last, a)
+             : tile_block<false, false>(args, xp, m_pad, j0, cols0, cols1, i0, kb, kb_end, first,
+                                        last, a);
+        }
       }
     }
   }
