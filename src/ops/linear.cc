@@ -92,6 +92,9 @@ Job packed_job(kernels::Isa isa, int64_t m, const QuantMatrix& q, const kernels:
   switch (isa) {
     case kernels::Isa::kAvx512:
       kernel = gemm ? kernels::cpu::qlinear_gemm_avx512 : kernels::cpu::qlinear_gemv_avx512;
+      if (m >= kernels::cpu::kQAmxMinRows && kernels::amx_int8_active()) {
+        kernel = kernels::cpu::qlinear_gemm_amx;
+      }
       break;
     case kernels::Isa::kAvx2:
       kernel = gemm ? kernels::cpu::qlinear_gemm_avx2 : kernels::cpu::qlinear_gemv_avx2;
@@ -198,7 +201,14 @@ Result<Job> dense_job(kernels::Isa isa, const float* x, int64_t m, const Tensor&
   // same 64-byte line of y.
   job.grain = use_gemm(isa, m) ? kernels::cpu::kColumnGrain : 16;
   const kernels::cpu::LinearArgs args{x, m, k, w.data, w.dtype, n, bias, y};
-  job.run = [=](int64_t begin, int64_t end) { kernel(args, begin, end); };
+  LinearKernel run = kernel;
+  // Narrow matrices (k/v projections) lose more to packing x than the tiles win (measured,
+  // docs/kernels.md "AMX bf16 GEMM").
+  if (isa == kernels::Isa::kAvx512 && use_gemm(isa, m) && n >= kernels::cpu::kAmxBf16MinCols &&
+      kernels::amx_active() && kernels::cpu::linear_amx_bf16_supports(args)) {
+    run = kernels::cpu::linear_gemm_amx_bf16;
+  }
+  job.run = [=](int64_t begin, int64_t end) { run(args, begin, end); };
   return job;
 }
 

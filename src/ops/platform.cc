@@ -14,4 +14,12 @@ double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int repetition
   return kernels::measure_read_bandwidth_gbs(pool, bytes, repetitions);
 }
 
+size_t bandwidth_probe_bytes() {
+  return kernels::bandwidth_probe_bytes();
+}
+
+size_t last_level_cache_bytes() {
+  return kernels::last_level_cache_bytes();
+}
+
 }  // namespace qs::ops

@@ -13,7 +13,13 @@ namespace qs::ops {
 const char* active_kernel_isa();
 
 // Streaming-read bandwidth in GB/s over a `bytes` buffer, best of `repetitions`, each pool
-// thread reading its own slice.
+// thread reading its own slice (kernels/cpu/bandwidth.h says how; docs/kernels.md, "The
+// read-bandwidth probe", how to check it).
 double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes, int repetitions);
+// The probe's buffer size: past any cache (twice the reported last level, at least 1 GiB).
+size_t bandwidth_probe_bytes();
+// The last-level cache size the OS reports, 0 when unknown: weights smaller than this may be
+// read from cache, so their decode is not bounded by the probe.
+size_t last_level_cache_bytes();
 
 }  // namespace qs::ops

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/qlinear_cpu.h"
 
 namespace qs::ops {
 namespace {
@@ -120,8 +121,12 @@ std::string QuantMatrix::kernel() const {
   const std::string group =
       view_.n_groups == 1 ? std::string("per-channel") : "g" + std::to_string(view_.group_size);
   const kernels::Isa isa = kernels::active_isa();
-  const std::string isa_name = isa == kernels::Isa::kAvx512 ? std::string("avx512-vnni")
-                                                            : std::string(kernels::isa_name(isa));
+  std::string isa_name = kernels::isa_name(isa);
+  if (isa == kernels::Isa::kAvx512) {
+    isa_name = kernels::amx_int8_active()
+                   ? "avx512-vnni, amx from m = " + std::to_string(kernels::cpu::kQAmxMinRows)
+                   : "avx512-vnni";
+  }
   // 2- and 3-bit codes run on the 4-bit kernels; say so rather than hide the stored width.
   const std::string bits =
       scheme_.quantized() && scheme_.bits < view_.bits

@@ -1,5 +1,6 @@
-// The bandwidth probe reads its whole buffer (it checks the sum itself and aborts if a byte
-// was skipped) and returns a finite, plausible rate for 1 and 2 threads, including a size
+// The bandwidth probe reads its whole buffer in every variant (SSE2; AVX-512 plain and with
+// prefetch where the CPU has it: it checks each pass's sum itself and aborts if a byte was
+// skipped) and returns a finite, plausible rate for 1 and 2 threads, including a size
 // that does not split evenly between the threads.
 #include "kernels/cpu/bandwidth.h"
 
@@ -21,6 +22,14 @@ TEST(Bandwidth, ReturnsPlausibleRate) {
       EXPECT_LT(gbs, 1e4);
     }
   }
+}
+
+// The default buffer is past any cache the OS reports: a probe served from cache would call
+// DRAM-bound decode slow.
+TEST(Bandwidth, DefaultBufferIsPastTheLastLevelCache) {
+  const size_t llc = kernels::last_level_cache_bytes();
+  EXPECT_GE(kernels::bandwidth_probe_bytes(), size_t{1} << 30);
+  EXPECT_GE(kernels::bandwidth_probe_bytes(), 2 * llc);
 }
 
 }  // namespace

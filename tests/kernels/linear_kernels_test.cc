@@ -34,10 +34,11 @@ struct Case {
 // Odd and prime sizes, k below one vector, k spanning several 1024-wide GEMM k blocks, n not
 // a multiple of any panel width, m on both sides of the GEMV/GEMM switch and of the tiles.
 const Case kCases[] = {
-    {1, 1, 1},      {1, 7, 5},     {1, 33, 16},   {1, 100, 300},  {2, 19, 15},
-    {3, 64, 17},    {7, 37, 129},  {8, 130, 64},  {9, 33, 40},    {16, 31, 7},
-    {16, 96, 513},  {33, 47, 255}, {33, 65, 257}, {128, 100, 96}, {128, 17, 33},
-    {13, 160, 600}, {5, 1, 1000},  {9, 70, 1030}, {20, 33, 2100},
+    {1, 1, 1},      {1, 7, 5},      {1, 33, 16},   {1, 100, 300},  {2, 19, 15},   {3, 64, 17},
+    {7, 37, 129},   {8, 130, 64},   {9, 33, 40},   {16, 31, 7},    {16, 96, 513}, {33, 47, 255},
+    {33, 65, 257},  {128, 100, 96}, {128, 17, 33}, {13, 160, 600}, {5, 1, 1000},  {9, 70, 1030},
+    {20, 33, 2100}, {80, 300, 96},  // where AMX is, ops::linear runs bf16 on the AMX GEMM (n >=
+                                    // 256, k % 32 == 0)
 };
 
 std::string dtype_label(DType t) {

@@ -306,6 +306,34 @@ TEST(QLinear, EveryIsaKernelMatchesTheInt8Reference) {
   });
 }
 
+// The AMX GEMM against the same oracle and limit, at every m (the ops use it from
+// kQAmxMinRows; smaller m still exercises partial tiles), split as the pool splits columns.
+TEST(QLinear, AmxGemmMatchesTheInt8Reference) {
+  if (!kernels::amx_supported()) GTEST_SKIP() << "this CPU (or its kernel) has no AMX";
+  for_each_spec([&](const Shape& s, const WeightSpec& spec, uint32_t seed) {
+    const QuantizedWeight w = random_weight(spec, seed);
+    const Packed p = pack(w);
+    const std::vector<float> x = random_x(s.m, s.k, seed + 1000);
+    const Acts a = quantize(p.view, x, s.m, Isa::kRef);
+    std::vector<float> expect(static_cast<size_t>(s.m * s.n));
+    kernels::ref::qlinear_int8(p.view, a.view, 0, s.n, expect.data());
+    std::vector<float> bias(static_cast<size_t>(s.n));
+    for (int64_t j = 0; j < s.n; ++j) bias[j] = 0.01f * static_cast<float>(j % 7) - 0.03f;
+    std::vector<float> y(expect.size(), NAN);
+    const kernels::cpu::QLinearArgs args{&p.view, &a.view, bias.data(), y.data()};
+    // Panels are 32 columns; the pool hands out multiples of 32, the last range ragged.
+    const int64_t split = std::min<int64_t>(s.n, 32);
+    kernels::cpu::qlinear_gemm_amx(args, 0, split);
+    kernels::cpu::qlinear_gemm_amx(args, split, s.n);
+    for (size_t e = 0; e < y.size(); ++e) {
+      const int64_t i = static_cast<int64_t>(e) / s.n, j = static_cast<int64_t>(e) % s.n;
+      const double mag = term_magnitude(p.view, a.view, i, j);
+      ASSERT_NEAR(y[e], expect[e] + bias[j], kOrderTolerance * mag + 1e-6f * std::fabs(bias[j]))
+          << "amx m=" << s.m << " " << label(spec) << " at row " << i << " col " << j;
+    }
+  });
+}
+
 // int8 activations against unquantized ones. Each input is rounded to the nearest multiple
 // of its block's d = max|x| / 127, so |x - d q| <= d / 2 and |y_int8 - y_exact| <=
 // sum_c |W[j, c]| d_c / 2. The float formulas (x * (127 / amax), amax / 127) move that by a

@@ -8,10 +8,32 @@
 
 namespace qs::kernels {
 
-// Sums a `bytes`-sized buffer (far larger than the caches), every pool thread reading its own
-// contiguous slice, and returns the best of `repetitions` passes in GB/s (1e9 bytes/s).
-// The buffer is allocated and touched once before timing, so page faults are not counted.
-double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = size_t{1} << 30,
+// The probe's default buffer: twice the last-level cache the OS reports, and at least 1 GiB,
+// so that no pass can be served from cache (a KVM guest may report the host's whole L3:
+// 480 MiB on the Sapphire Rapids dev VM, where 512 MiB, the old size, was not safely past it).
+size_t bandwidth_probe_bytes();
+
+// The last-level cache size the OS reports (sysconf), 0 when unknown.
+size_t last_level_cache_bytes();
+
+// Sums a `bytes`-sized buffer, every pool thread reading its own contiguous slice, and returns
+// the best of `repetitions` passes in GB/s (1e9 bytes/s). Each pass runs every variant this
+// CPU has and keeps the fastest: SSE2 128-bit loads, and with AVX-512 512-bit loads plain and
+// with the decode kernels' L2 prefetch 16 KiB ahead. So the probe reads at least as fast as a
+// plain streaming sum, and as fast as the decode kernels' own access pattern can; a decode
+// step above 100% of it means the weights came from cache. The buffer is allocated (huge
+// pages where allowed) and touched once before timing, so page faults are not counted.
+double measure_read_bandwidth_gbs(ThreadPool& pool, size_t bytes = bandwidth_probe_bytes(),
                                   int repetitions = 5);
+
+// The same passes, each variant's best in GB/s (0 where the CPU lacks it), for readers who
+// want to check the probe against a plain streaming sum (`avx512` is one).
+struct ReadBandwidth {
+  double sse2 = 0, avx512 = 0, avx512_prefetch = 0;
+  double best() const;
+};
+ReadBandwidth measure_read_bandwidth_variants(ThreadPool& pool,
+                                              size_t bytes = bandwidth_probe_bytes(),
+                                              int repetitions = 5);
 
 }  // namespace qs::kernels

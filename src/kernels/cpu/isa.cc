@@ -2,8 +2,12 @@
 #include "kernels/cpu/isa.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/log.h"
 
@@ -74,6 +78,61 @@ bool isa_supported(Isa isa) {
              __builtin_cpu_supports("fma") && has_f16c();
   }
   return false;
+}
+
+namespace {
+
+// CPUID.(EAX=7, ECX=0):EDX bits 22 (AMX-BF16), 24 (AMX-TILE), 25 (AMX-INT8).
+bool cpu_has_amx() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  constexpr unsigned kBits = (1u << 22) | (1u << 24) | (1u << 25);
+  return (edx & kBits) == kBits;
+}
+
+// Linux (5.16+) keeps the 8 KiB tile data out of a process's state until it asks for it.
+bool request_tile_permission() {
+  constexpr int kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023;
+  constexpr unsigned long kXfeatureXtiledata = 18;  // NOLINT(runtime/int): the syscall's type
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+  uint64_t granted = 0;
+  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &granted) != 0) return false;
+  return (granted & (uint64_t{1} << kXfeatureXtiledata)) != 0;
+}
+
+bool detect_amx() {
+  if (!isa_supported(Isa::kAvx512) || !cpu_has_amx()) return false;
+  if (!request_tile_permission()) {
+    QS_LOG_WARN("the CPU has AMX but the kernel refused the tile state; using AVX-512 only");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool amx_supported() {
+  static const bool ok = detect_amx();
+  return ok;
+}
+
+bool amx_active() {
+  static const bool on = [] {
+    const char* env = std::getenv("QS_AMX");
+    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+    return active_isa() == Isa::kAvx512 && amx_supported();
+  }();
+  return on;
+}
+
+bool amx_int8_active() {
+  static const bool on = [] {
+    const char* env = std::getenv("QS_AMX_INT8");
+    if (env == nullptr || std::strcmp(env, "1") != 0) return false;
+    return active_isa() == Isa::kAvx512 && amx_supported();
+  }();
+  return on;
 }
 
 Isa active_isa() {

@@ -20,4 +20,19 @@ bool isa_supported(Isa isa);
 // Read once; later changes to the environment have no effect.
 Isa active_isa();
 
+// AMX (Sapphire Rapids and later) is not an Isa of its own: its kernels are AVX-512 ones
+// whose inner products run on tiles, used for the many-row GEMMs beside the AVX-512 GEMV.
+// True when CPUID reports AMX-TILE, AMX-INT8 and AMX-BF16 with the AVX-512 set, and Linux
+// granted this process the tile data state (arch_prctl(ARCH_REQ_XCOMP_PERM), asked once;
+// without it the first tile instruction faults).
+bool amx_supported();
+// Whether the ops use the AMX bf16 GEMM for bf16 weights: amx_supported(), the active ISA
+// is avx512, and QS_AMX is not "0" (QS_AMX=0 keeps the AVX-512 GEMM, for comparisons).
+bool amx_active();
+// Whether the quantized linears use the AMX int8 GEMM: amx_supported(), the active ISA is
+// avx512, and QS_AMX_INT8=1.
+// Off by default: on the Sapphire Rapids VM it was measured on it ran 0.66-0.91x the
+// AVX-512 VNNI one (docs/kernels.md, "AMX int8 GEMM"). Both read once.
+bool amx_int8_active();
+
 }  // namespace qs::kernels

@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/qlinear_cpu.h"
+#include "kernels/cpu/qlinear_panel_avx512.h"
 
 namespace qs::kernels::cpu {
 namespace {
@@ -234,88 +235,13 @@ void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
 }
 
 // ---------------------------------------------------------------------------------------
-// GEMM. A panel of 32 columns is unpacked, a chunk of blocks at a time, into
-// [block][input quad][32 columns] u8x4 words, so that one vpdpbusd multiplies 4 inputs of 16
-// columns by 4 activations of one row broadcast to every lane: the column panel is unpacked
+// GEMM. A panel of 32 columns is unpacked (qlinear_panel_avx512.h), a chunk of blocks at a
+// time, into [block][input quad][32 columns] u8x4 words, so that one vpdpbusd multiplies 4 inputs
+// of 16 columns by 4 activations of one row broadcast to every lane: the column panel is unpacked
 // once per call and reused by every row tile, and each row's block needs one int->float
 // conversion per 16 columns instead of one per column.
 
-constexpr int kPanelCols = 32;
-constexpr int64_t kChunkBlocks = 16;  // 16 blocks x 32 columns x 32 bytes = 16 KiB of panel
-constexpr int kQuads = kQBlock / 4;   // 8 groups of 4 inputs per block
 constexpr int kGemmRows = 6;
-
-// 16x16 transpose of 32-bit words held in r[0..15].
-inline void transpose16(__m512i r[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-  }
-  // Now r[4a + b] holds, in each 128-bit lane L, word 4L + b of rows 4a..4a+3. Gather
-  // lane L of r[b], r[4 + b], r[8 + b], r[12 + b] into one register: word 4L + b of all rows.
-  for (int b = 0; b < 4; ++b) {
-    const __m512i a0 = _mm512_shuffle_i32x4(r[b], r[4 + b], 0x88);  // L0, L2 | L0, L2
-    const __m512i a1 = _mm512_shuffle_i32x4(r[b], r[4 + b], 0xDD);  // L1, L3 | L1, L3
-    const __m512i b0 = _mm512_shuffle_i32x4(r[8 + b], r[12 + b], 0x88);
-    const __m512i b1 = _mm512_shuffle_i32x4(r[8 + b], r[12 + b], 0xDD);
-    t[b] = _mm512_shuffle_i32x4(a0, b0, 0x88);       // lane 0 of all four
-    t[4 + b] = _mm512_shuffle_i32x4(a1, b1, 0x88);   // lane 1
-    t[8 + b] = _mm512_shuffle_i32x4(a0, b0, 0xDD);   // lane 2
-    t[12 + b] = _mm512_shuffle_i32x4(a1, b1, 0xDD);  // lane 3
-  }
-  for (int i = 0; i < 16; ++i) r[i] = t[i];
-}
-
-// Codes of blocks b, b+1 of one column in natural input order (64 bytes; a missing b+1,
-// `pair` false, reads as zeros).
-template <int kBits>
-inline __m512i natural_pair(const uint8_t* col, int64_t b, bool pair) {
-  if constexpr (kBits == 4) {
-    const __m256i v =
-        _mm256_maskz_loadu_epi8(pair ? ~__mmask32{0} : __mmask32{0xFFFF}, col + b * (kQBlock / 2));
-    // 128-bit lanes: block b, block b, block b+1, block b+1; odd lanes take the high nibbles.
-    const __m512i z =
-        _mm512_shuffle_i64x2(_mm512_castsi256_si512(v), _mm512_castsi256_si512(v), 0x50);
-    const __m512i shifted =
-        _mm512_srlv_epi16(z, _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0,
-                                               0x0004000400040004, 0x0004000400040004));
-    return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0F));
-  } else {
-    return _mm512_maskz_loadu_epi8(pair ? ~__mmask64{0} : __mmask64{0xFFFFFFFF}, col + b * kQBlock);
-  }
-}
-
-// Unpacks blocks [b0, b0 + nbk) of columns [j0, j0 + nc) into panel[blk][quad][32 cols].
-template <int kBits>
-void unpack_panel(const QMatrixView& w, int64_t j0, int nc, int64_t b0, int64_t nbk,
-                  int32_t* panel) {
-  const size_t col_bytes = w.code_bytes_per_column();
-  for (int half = 0; half < 2; ++half) {
-    for (int64_t blk = 0; blk < nbk; blk += 2) {
-      const bool pair = blk + 1 < nbk;
-      __m512i r[16];
-      for (int c = 0; c < 16; ++c) {
-        const int col = half * 16 + c;
-        r[c] = col < nc ? natural_pair<kBits>(w.codes + static_cast<size_t>(j0 + col) * col_bytes,
-                                              b0 + blk, pair)
-                        : _mm512_setzero_si512();
-      }
-      transpose16(r);
-      // r[t] = input quad t of the pair for the 16 columns: quads 0..7 block blk, 8..15 blk+1.
-      for (int t = 0; t < (pair ? 16 : 8); ++t) {
-        _mm512_store_si512(
-            panel + ((blk + t / kQuads) * kQuads + t % kQuads) * kPanelCols + half * 16, r[t]);
-      }
-    }
-  }
-}
 
 // y[r0 .. r0+R, panel] += the chunk's share. `tables`: per group of the chunk, 32 scales then
 // 32 zero terms.

@@ -19,9 +19,13 @@ struct QLinearArgs {
 
 // From this many rows the GEMM is used (measured, see docs/kernels.md).
 constexpr int64_t kQGemmMinRows = 16;
+// From this many rows the AMX GEMM replaces the AVX-512 one where AMX is active.
+constexpr int64_t kQAmxMinRows = 16;
 
 void qlinear_gemv_avx512(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
 void qlinear_gemm_avx512(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
+// AMX tiles (kernels::amx_active()); same contract as the GEMMs above, for m >= kQAmxMinRows.
+void qlinear_gemm_amx(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
 void qlinear_gemv_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
 void qlinear_gemm_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
 
