@@ -70,7 +70,7 @@ Result<std::optional<CalibrationSet>> read_token_calibration(const std::string& 
     }
     set.samples.push_back(std::move(sample));
   }
-  if (set.n_documents == 0) return invalid_argument(path + ": no calibration records");
+  if (set.n_documents == 0) return invalid_argument(path + ": dataset holds no text (no records)");
   if (set.samples.empty()) {
     return invalid_argument(path + ": every record is shorter than one calibration sample of " +
                             std::to_string(o.seqlen) + " tokens (the longest has " +
