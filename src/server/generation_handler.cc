@@ -12,11 +12,18 @@
 #include <utility>
 
 #include "core/log.h"
+#include "server/client_connection.h"
 #include "server/openai_response.h"
 
 namespace qs::server {
 
 using Clock = std::chrono::steady_clock;
+
+// How often a non-streaming request checks that its client is still connected: a hang-up
+// frees the request's KV blocks within this time.
+constexpr std::chrono::milliseconds kHangUpPollInterval{100};
+// nginx's status for a request whose client closed the connection before the answer.
+constexpr int kClientClosedRequest = 499;
 
 void InflightRequests::add(const std::vector<std::string>& ids) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -337,14 +344,25 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
   }
 
   {
+    // The answer goes out only when every choice has finished, so httplib would notice a
+    // client that hung up only then: watch its connection while waiting instead.
+    const std::optional<ClientConnection> connection = ClientConnection::of(req);
     std::unique_lock<std::mutex> lock(session->mu);
-    while (!session->cv.wait_for(lock, std::chrono::milliseconds(500),
-                                 [&] { return session->n_open == 0; })) {
+    while (!session->cv.wait_for(lock, kHangUpPollInterval, [&] { return session->n_open == 0; })) {
       if (!backend_.healthy()) {
         lock.unlock();
         for (const std::string& id : ids) backend_.abort(id);
         inflight_.remove(ids);
         return send_error(res, internal_server_error("The engine stopped."));
+      }
+      if (connection && connection->hung_up()) {
+        lock.unlock();
+        QS_LOG_INFO("request %s: client went away, aborting", request_id.c_str());
+        for (const std::string& id : session->open_ids()) backend_.abort(id);
+        inflight_.remove(ids);
+        // Nothing can be sent; the access log shows nginx's "client closed request".
+        res.status = kClientClosedRequest;
+        return;
       }
     }
   }

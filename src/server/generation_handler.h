@@ -2,7 +2,7 @@
 // split into one EngineRequest per choice (prompt x n), submitted to the backend, and
 // answered either as one JSON body when every choice has finished or as server-sent events
 // while they run. The HTTP thread only waits and writes; tokens come from the engine thread
-// through the backend's callbacks. A streaming client that goes away aborts its choices.
+// through the backend's callbacks. A client that goes away (stream or not) aborts its choices.
 #pragma once
 
 #include <chrono>
