@@ -3,6 +3,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <ctime>
 #include <deque>
@@ -70,6 +71,7 @@ struct ChoiceProgress {
   std::string backend_id;
   size_t prompt_index = 0;
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // of the prompt, served by the prefix cache
   int64_t n_tokens = 0;
   std::string text;
   std::vector<SampleLogprobs> logprobs;
@@ -105,6 +107,7 @@ struct Session {
       c.last_token = now;
       c.n_tokens += n_new;
     }
+    c.cached_tokens = std::max(c.cached_tokens, out.num_cached_tokens);
     c.text += out.new_text;
     c.logprobs.insert(c.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
     if (out.finished) {
@@ -149,10 +152,17 @@ struct Session {
   std::deque<std::pair<size_t, RequestOutput>> events;  // streaming only
 };
 
-Usage total_usage(const GenerationRequest& r, const Session& s) {
+// Prompt tokens count once per prompt, as in vLLM, and so do cached ones: those of the
+// prompt's first choice (its siblings then hit the blocks it filled).
+Usage total_usage(const GenerationRequest& r, const Session& s, bool cached_tokens) {
   Usage u;
   for (const Prompt& p : r.prompts) u.prompt_tokens += static_cast<int64_t>(p.ids.size());
   for (const ChoiceProgress& c : s.choices) u.completion_tokens += c.n_tokens;
+  if (cached_tokens) {
+    u.cached_tokens = 0;
+    for (size_t i = 0; i < s.choices.size(); i += static_cast<size_t>(r.n))
+      *u.cached_tokens += s.choices[i].cached_tokens;
+  }
   return u;
 }
 
@@ -160,11 +170,12 @@ Usage total_usage(const GenerationRequest& r, const Session& s) {
 class StreamWriter {
  public:
   StreamWriter(std::shared_ptr<Session> session, GenerationRequest request, ResponseHeader header,
-               const ModelInfo& model)
+               const ModelInfo& model, bool cached_tokens)
       : s_(std::move(session)),
         r_(std::move(request)),
         h_(std::move(header)),
         model_(model),
+        cached_tokens_(cached_tokens),
         text_offsets_(s_->choices.size(), 0) {}
 
   // One call of the content provider: false ends the response as failed (client gone).
@@ -191,7 +202,7 @@ class StreamWriter {
       Usage usage;
       {
         std::lock_guard<std::mutex> lock(s_->mu);
-        usage = total_usage(r_, *s_);
+        usage = total_usage(r_, *s_, cached_tokens_);
       }
       if (!write(sink, sse_event(usage_chunk(r_.endpoint, h_, usage)))) return false;
     }
@@ -247,7 +258,7 @@ class StreamWriter {
     if (r_.continuous_usage_stats) {
       std::lock_guard<std::mutex> lock(s_->mu);
       const ChoiceProgress& c = s_->choices[i];
-      chunk["usage"] = usage_json(Usage{c.prompt_tokens, c.n_tokens});
+      chunk["usage"] = usage_json(Usage{c.prompt_tokens, c.n_tokens, std::nullopt});
     }
     return write(sink, sse_event(chunk));
   }
@@ -256,6 +267,7 @@ class StreamWriter {
   GenerationRequest r_;
   ResponseHeader h_;
   const ModelInfo& model_;
+  const bool cached_tokens_;
   std::vector<int64_t> text_offsets_;  // bytes of text sent per choice
   bool started_ = false;
 };
@@ -263,8 +275,13 @@ class StreamWriter {
 }  // namespace
 
 GenerationHandler::GenerationHandler(const ModelInfo& model, GenerationBackend& backend,
-                                     ServerMetrics& metrics, InflightRequests& inflight)
-    : model_(model), backend_(backend), metrics_(metrics), inflight_(inflight) {}
+                                     ServerMetrics& metrics, InflightRequests& inflight,
+                                     bool prompt_tokens_details)
+    : model_(model),
+      backend_(backend),
+      metrics_(metrics),
+      inflight_(inflight),
+      prompt_tokens_details_(prompt_tokens_details) {}
 
 void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
                                httplib::Response& res, const std::string& request_id) {
@@ -323,7 +340,8 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
               ids.size(), r.prompts[0].ids.size(), r.stream ? 1 : 0);
 
   if (r.stream) {
-    auto writer = std::make_shared<StreamWriter>(session, r, header, model_);
+    auto writer =
+        std::make_shared<StreamWriter>(session, r, header, model_, prompt_tokens_details_);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -380,7 +398,7 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
     choice.logprobs = c.logprobs;
     choices.push_back(std::move(choice));
   }
-  const Usage usage = total_usage(r, *session);
+  const Usage usage = total_usage(r, *session, prompt_tokens_details_);
   const bool want_logprobs = r.params.logprobs.has_value();
   const Json body =
       endpoint == Endpoint::kChat
