@@ -17,7 +17,7 @@
 #   QS_SWEEP_LLAMA_SRC [/work/scratch/llama.cpp/src]         convert_hf_to_gguf.py, gguf-py
 #   QS_SWEEP_PYTHON [/work/venv-goldens/bin/python]          runs convert_hf_to_gguf.py
 #   QS_SWEEP_SHAREGPT_PROMPTS [200], QS_SWEEP_SHAREGPT_OUTPUT_LEN [64] (0: the replies' own)
-#   QS_SWEEP_PARTS ["sweep sharegpt prefix"]
+#   QS_SWEEP_PARTS ["sweep sharegpt prefix"], QS_SWEEP_ENGINES ["quantserve llama.cpp"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QS=$PWD/build/quantserve
@@ -126,15 +126,15 @@ if [[ " $PARTS " == *" sweep "* ]]; then
   echo
   echo "| weights | engine | concurrency | prompts | output tok/s | vs c=1 | mean TTFT ms | mean TPOT ms | load before |"
   echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
-  for pair in "bf16 q05-bf16 q05-f16.gguf F16" "w4g128 q05-w4g128 q05-q4_0.gguf Q4_0"; do
+  for pair in "w4g128 q05-w4g128 q05-q4_0.gguf Q4_0" "bf16 q05-bf16 q05-f16.gguf F16"; do
     read -r label qs_model gguf gguf_label <<< "$pair"
-    start_qs "$DIR/$qs_model"
-    ((LLAMA)) && start_llama "$DIR/$gguf"
+    [[ ${QS_SWEEP_ENGINES:-quantserve} == *quantserve* ]] && start_qs "$DIR/$qs_model"
+    ((LLAMA)) && [[ ${QS_SWEEP_ENGINES:-llama.cpp} == *llama.cpp* ]] && start_llama "$DIR/$gguf"
     declare -A base=()
     for c in $POINTS; do
       n=$(prompts_for "$c")
       engines="quantserve"
-      ((LLAMA)) && engines="quantserve llama.cpp"
+      ((LLAMA)) && engines=${QS_SWEEP_ENGINES:-quantserve llama.cpp}
       for engine in $engines; do
         port=$QS_PORT name="qs-$label"
         [[ $engine == llama.cpp ]] && port=$LL_PORT name="llama-$gguf_label"

@@ -50,13 +50,15 @@ def parse_args():
     p.add_argument("--threads", type=int, default=1, help="server --threads")
     # Small on purpose: the KV pool's pages are touched on first use, so a large pool makes
     # RSS creep for as long as new blocks come into use, which reads like a leak. A pool the
-    # warm-up fills settles at once, and it is small enough that the clients' requests
-    # together overflow it: preemption by recompute runs under the soak too.
+    # warm-up fills settles at once (6544 tokens for stories260K; the clients' longest
+    # requests together could still overflow it, so preemption may run too).
     p.add_argument("--kv-cache-memory", default="8MiB", help="server --kv-cache-memory")
     p.add_argument("--rss-tolerance-mib", type=float, default=16.0,
                    help="allowed rise of the post-warm-up RSS median, last window vs first")
     p.add_argument("--server-args", default="", help="more `serve` flags, one string")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--only", choices=["good", "disconnect", "bad"],
+                   help="one group of requests only (to find which one moves RSS)")
     p.add_argument("--print-every", type=int, default=12, help="RSS samples (5 s) per line")
     p.add_argument("--log", default="soak-server.log", help="server log file")
     return p.parse_args()
@@ -202,8 +204,12 @@ class Load:
         ok = st == want and b'"error"' in resp
         return kind, ok, st
 
+    # Share of each group of requests in [0, 1): --only narrows the draw to one group.
+    GROUPS = {"good": (0.0, 0.50), "disconnect": (0.50, 0.70), "bad": (0.70, 1.0)}
+
     def __call__(self):
-        r = self.rng.random()
+        lo, hi = self.GROUPS.get(self.args.only, (0.0, 1.0))
+        r = lo + self.rng.random() * (hi - lo)
         if r < 0.50:
             return self.complete(chat=self.rng.random() < 0.5, stream=self.rng.random() < 0.5)
         if r < 0.62:
