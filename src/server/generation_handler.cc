@@ -258,7 +258,7 @@ class StreamWriter {
     if (r_.continuous_usage_stats) {
       std::lock_guard<std::mutex> lock(s_->mu);
       const ChoiceProgress& c = s_->choices[i];
-      chunk["usage"] = usage_json(Usage{c.prompt_tokens, c.n_tokens, std::nullopt});
+      chunk["usage"] = usage_json(Usage{c.prompt_tokens, c.n_tokens});
     }
     return write(sink, sse_event(chunk));
   }
