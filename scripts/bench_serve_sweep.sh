@@ -78,6 +78,9 @@ wait_health() {  # wait_health PORT PID LOG
 
 start_qs() {  # start_qs MODEL_DIR [serve flags...] -> QS_PORT
   local log="$DIR/qs-$(basename "$1").log"
+  # Emptied here, not by the child's redirection: the loop below could otherwise read the
+  # previous run's port before the new server has truncated the file.
+  : > "$log"
   "$QS" serve "$@" --port 0 --threads "$THREADS" --served-model-name q05 --max-num-seqs 64 \
     --max-model-len 2048 --kv-cache-memory 1GiB 2> "$log" > /dev/null &
   PIDS+=($!)
