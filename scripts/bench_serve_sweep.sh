@@ -16,7 +16,7 @@
 #   QS_SWEEP_LLAMA_BIN [/work/scratch/llama.cpp/build/bin]   llama-server and llama-quantize
 #   QS_SWEEP_LLAMA_SRC [/work/scratch/llama.cpp/src]         convert_hf_to_gguf.py, gguf-py
 #   QS_SWEEP_PYTHON [/work/venv-goldens/bin/python]          runs convert_hf_to_gguf.py
-#   QS_SWEEP_SHAREGPT_PROMPTS [200], QS_SWEEP_SHAREGPT_OUTPUT_LEN [64] (0: the replies' own)
+#   QS_SWEEP_SHAREGPT_PROMPTS [200], QS_SWEEP_SHAREGPT_OUTPUT_LEN [16] (0: the replies' own)
 #   QS_SWEEP_PARTS ["sweep sharegpt prefix"], QS_SWEEP_ENGINES ["quantserve llama.cpp"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -160,7 +160,7 @@ fi
 # --- ShareGPT, the full vLLM report ---------------------------------------------------------
 if [[ " $PARTS " == *" sharegpt "* ]]; then
   start_qs "$DIR/q05-w4g128"
-  out_len=${QS_SWEEP_SHAREGPT_OUTPUT_LEN:-64}
+  out_len=${QS_SWEEP_SHAREGPT_OUTPUT_LEN:-16}
   extra=()
   ((out_len > 0)) && extra=(--sharegpt-output-len "$out_len")
   bench "$QS_PORT" qs-w4g128-sharegpt --dataset-name sharegpt --dataset-path "$SHAREGPT" \
