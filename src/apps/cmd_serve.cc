@@ -207,6 +207,7 @@ Status run(const Flags& flags) {
   if (options.api_key.empty() && std::getenv("VLLM_API_KEY") != nullptr)
     options.api_key = std::getenv("VLLM_API_KEY");
   options.http_threads = static_cast<int>(std::min<int64_t>(max_num_seqs + 16, 1024));
+  options.enable_prompt_tokens_details = flags.has("enable-prompt-tokens-details");
   server::HttpServer http(options, info, backend, metrics);
   QS_ASSIGN_OR_RETURN(int bound_port, http.bind());
 
@@ -255,6 +256,8 @@ int cmd_serve(const Args& args) {
            "loading (vLLM's name; on CPU it sizes the KV cache only)")
       .add("enable-prefix-caching", "reuse cached prompt prefixes (default)", true)
       .add("no-enable-prefix-caching", "disable prefix caching", true)
+      .add("enable-prompt-tokens-details",
+           "usage.prompt_tokens_details.cached_tokens: prompt tokens the prefix cache served", true)
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()));
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);

@@ -3,6 +3,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <ctime>
 #include <deque>
@@ -12,11 +13,18 @@
 #include <utility>
 
 #include "core/log.h"
+#include "server/client_connection.h"
 #include "server/openai_response.h"
 
 namespace qs::server {
 
 using Clock = std::chrono::steady_clock;
+
+// How often a non-streaming request checks that its client is still connected: a hang-up
+// frees the request's KV blocks within this time.
+constexpr std::chrono::milliseconds kHangUpPollInterval{100};
+// nginx's status for a request whose client closed the connection before the answer.
+constexpr int kClientClosedRequest = 499;
 
 void InflightRequests::add(const std::vector<std::string>& ids) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -63,6 +71,7 @@ struct ChoiceProgress {
   std::string backend_id;
   size_t prompt_index = 0;
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // of the prompt, served by the prefix cache
   int64_t n_tokens = 0;
   std::string text;
   std::vector<SampleLogprobs> logprobs;
@@ -98,6 +107,7 @@ struct Session {
       c.last_token = now;
       c.n_tokens += n_new;
     }
+    c.cached_tokens = std::max(c.cached_tokens, out.num_cached_tokens);
     c.text += out.new_text;
     c.logprobs.insert(c.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
     if (out.finished) {
@@ -142,10 +152,17 @@ struct Session {
   std::deque<std::pair<size_t, RequestOutput>> events;  // streaming only
 };
 
-Usage total_usage(const GenerationRequest& r, const Session& s) {
+// Prompt tokens count once per prompt, as in vLLM, and so do cached ones: those of the
+// prompt's first choice (its siblings then hit the blocks it filled).
+Usage total_usage(const GenerationRequest& r, const Session& s, bool cached_tokens) {
   Usage u;
   for (const Prompt& p : r.prompts) u.prompt_tokens += static_cast<int64_t>(p.ids.size());
   for (const ChoiceProgress& c : s.choices) u.completion_tokens += c.n_tokens;
+  if (cached_tokens) {
+    u.cached_tokens = 0;
+    for (size_t i = 0; i < s.choices.size(); i += static_cast<size_t>(r.n))
+      *u.cached_tokens += s.choices[i].cached_tokens;
+  }
   return u;
 }
 
@@ -153,11 +170,12 @@ Usage total_usage(const GenerationRequest& r, const Session& s) {
 class StreamWriter {
  public:
   StreamWriter(std::shared_ptr<Session> session, GenerationRequest request, ResponseHeader header,
-               const ModelInfo& model)
+               const ModelInfo& model, bool cached_tokens)
       : s_(std::move(session)),
         r_(std::move(request)),
         h_(std::move(header)),
         model_(model),
+        cached_tokens_(cached_tokens),
         text_offsets_(s_->choices.size(), 0) {}
 
   // One call of the content provider: false ends the response as failed (client gone).
@@ -184,7 +202,7 @@ class StreamWriter {
       Usage usage;
       {
         std::lock_guard<std::mutex> lock(s_->mu);
-        usage = total_usage(r_, *s_);
+        usage = total_usage(r_, *s_, cached_tokens_);
       }
       if (!write(sink, sse_event(usage_chunk(r_.endpoint, h_, usage)))) return false;
     }
@@ -249,6 +267,7 @@ class StreamWriter {
   GenerationRequest r_;
   ResponseHeader h_;
   const ModelInfo& model_;
+  const bool cached_tokens_;
   std::vector<int64_t> text_offsets_;  // bytes of text sent per choice
   bool started_ = false;
 };
@@ -256,8 +275,13 @@ class StreamWriter {
 }  // namespace
 
 GenerationHandler::GenerationHandler(const ModelInfo& model, GenerationBackend& backend,
-                                     ServerMetrics& metrics, InflightRequests& inflight)
-    : model_(model), backend_(backend), metrics_(metrics), inflight_(inflight) {}
+                                     ServerMetrics& metrics, InflightRequests& inflight,
+                                     bool prompt_tokens_details)
+    : model_(model),
+      backend_(backend),
+      metrics_(metrics),
+      inflight_(inflight),
+      prompt_tokens_details_(prompt_tokens_details) {}
 
 void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
                                httplib::Response& res, const std::string& request_id) {
@@ -316,7 +340,8 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
               ids.size(), r.prompts[0].ids.size(), r.stream ? 1 : 0);
 
   if (r.stream) {
-    auto writer = std::make_shared<StreamWriter>(session, r, header, model_);
+    auto writer =
+        std::make_shared<StreamWriter>(session, r, header, model_, prompt_tokens_details_);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -337,14 +362,25 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
   }
 
   {
+    // The answer goes out only when every choice has finished, so httplib would notice a
+    // client that hung up only then: watch its connection while waiting instead.
+    const std::optional<ClientConnection> connection = ClientConnection::of(req);
     std::unique_lock<std::mutex> lock(session->mu);
-    while (!session->cv.wait_for(lock, std::chrono::milliseconds(500),
-                                 [&] { return session->n_open == 0; })) {
+    while (!session->cv.wait_for(lock, kHangUpPollInterval, [&] { return session->n_open == 0; })) {
       if (!backend_.healthy()) {
         lock.unlock();
         for (const std::string& id : ids) backend_.abort(id);
         inflight_.remove(ids);
         return send_error(res, internal_server_error("The engine stopped."));
+      }
+      if (connection && connection->hung_up()) {
+        lock.unlock();
+        QS_LOG_INFO("request %s: client went away, aborting", request_id.c_str());
+        for (const std::string& id : session->open_ids()) backend_.abort(id);
+        inflight_.remove(ids);
+        // Nothing can be sent; the access log shows nginx's "client closed request".
+        res.status = kClientClosedRequest;
+        return;
       }
     }
   }
@@ -362,7 +398,7 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
     choice.logprobs = c.logprobs;
     choices.push_back(std::move(choice));
   }
-  const Usage usage = total_usage(r, *session);
+  const Usage usage = total_usage(r, *session, prompt_tokens_details_);
   const bool want_logprobs = r.params.logprobs.has_value();
   const Json body =
       endpoint == Endpoint::kChat

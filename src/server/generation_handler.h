@@ -2,7 +2,7 @@
 // split into one EngineRequest per choice (prompt x n), submitted to the backend, and
 // answered either as one JSON body when every choice has finished or as server-sent events
 // while they run. The HTTP thread only waits and writes; tokens come from the engine thread
-// through the backend's callbacks. A streaming client that goes away aborts its choices.
+// through the backend's callbacks. A client that goes away (stream or not) aborts its choices.
 #pragma once
 
 #include <chrono>
@@ -43,8 +43,10 @@ class InflightRequests {
 class GenerationHandler {
  public:
   // All references must outlive the handler.
+  // `prompt_tokens_details`: usage carries cached_tokens (vLLM's
+  // --enable-prompt-tokens-details).
   GenerationHandler(const ModelInfo& model, GenerationBackend& backend, ServerMetrics& metrics,
-                    InflightRequests& inflight);
+                    InflightRequests& inflight, bool prompt_tokens_details);
 
   // `request_id` names the request in responses ("cmpl-<id>") and logs.
   void handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res,
@@ -55,6 +57,7 @@ class GenerationHandler {
   GenerationBackend& backend_;
   ServerMetrics& metrics_;
   InflightRequests& inflight_;
+  const bool prompt_tokens_details_;
 };
 
 // Writes an ApiError as the response body with its HTTP status.

@@ -34,7 +34,7 @@ HttpServer::HttpServer(ServerOptions options, const ModelInfo& model, Generation
       model_(model),
       backend_(backend),
       metrics_(metrics),
-      generation_(model, backend, metrics, inflight_),
+      generation_(model, backend, metrics, inflight_, options_.enable_prompt_tokens_details),
       http_(std::make_unique<httplib::Server>()),
       started_(static_cast<int64_t>(std::time(nullptr))) {
   install_routes();

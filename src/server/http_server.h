@@ -28,6 +28,8 @@ struct ServerOptions {
   int port = 8000;        // 0: any free port (bind() says which)
   std::string api_key;    // empty: no authentication
   int http_threads = 64;  // concurrent connections served; a stream holds one
+  // vLLM's --enable-prompt-tokens-details: usage reports the prefix-cache hit per response.
+  bool enable_prompt_tokens_details = false;
 };
 
 class HttpServer {

@@ -19,7 +19,8 @@ Json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"prompt_tokens_details", nullptr}};
+          {"prompt_tokens_details",
+           u.cached_tokens ? Json{{"cached_tokens", *u.cached_tokens}} : Json(nullptr)}};
 }
 
 Json stop_reason_json(const std::optional<std::string>& stop, std::optional<int32_t> token) {

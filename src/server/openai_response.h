@@ -20,6 +20,8 @@ namespace qs::server {
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  // Set: prompt_tokens_details.cached_tokens is sent (vLLM's --enable-prompt-tokens-details).
+  std::optional<int64_t> cached_tokens = std::nullopt;
 };
 
 // One finished choice of a non-streaming response.

@@ -10,6 +10,7 @@ import time
 import openai
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import MODEL_NAME, Server
 from test_lifecycle import raw_stream
@@ -60,6 +61,51 @@ def test_repeated_prefix_hits_the_prefix_cache_with_the_same_output(client, scra
     n_prompt = second.usage.prompt_tokens
     assert after[key_h] - hits_before >= (n_prompt - 1) // 16 * 16 > 0
     assert after[key_q] >= after[key_h]
+
+
+def test_prefix_hit_skips_the_prefill_of_the_shared_prefix(tmp_path):
+    # vLLM's --enable-prompt-tokens-details reports, per response, the prompt tokens the
+    # prefix cache served: the engine's own account of the prefill it did not redo, which is
+    # where a hit's lower TTFT comes from (measured in docs/benchmarks.md).
+    s = Server(tmp_path, extra_args=["--enable-prompt-tokens-details"])
+    try:
+        c = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        prefix = "Tom had a red ball and he liked to play with it in the park. " * 16
+        hits = ("vllm:prefix_cache_hits_total", LABELS)
+
+        def hit_count():
+            r = requests.get(s.url + "/metrics", timeout=10)
+            return {(x.name, tuple(sorted(x.labels.items()))): x.value
+                    for f in text_string_to_metric_families(r.text) for x in f.samples}[hits]
+
+        first = c.completions.create(model=MODEL_NAME, prompt=prefix + "One day", max_tokens=8,
+                                     temperature=0)
+        before = hit_count()
+        second = c.completions.create(model=MODEL_NAME, prompt=prefix + "One day", max_tokens=8,
+                                      temperature=0)
+        n_prompt = second.usage.prompt_tokens
+        assert n_prompt == first.usage.prompt_tokens > 256
+        assert first.usage.prompt_tokens_details.cached_tokens == 0
+        cached = second.usage.prompt_tokens_details.cached_tokens
+        # Every full block but the one holding the last prompt token (recomputed for its logits).
+        assert cached == (n_prompt - 1) // 16 * 16
+        assert hit_count() - before == cached
+        assert n_prompt - cached <= 16  # prefill work: all of the prompt, then at most a block
+        assert second.choices[0].text == first.choices[0].text
+        # A third request sharing only the prefix hits it too; streamed usage says so as well.
+        stream = c.completions.create(model=MODEL_NAME, prompt=prefix + "The sun", max_tokens=4,
+                                      temperature=0, stream=True,
+                                      stream_options={"include_usage": True})
+        usage = [chunk.usage for chunk in stream if chunk.usage][-1]
+        assert cached - 16 <= usage.prompt_tokens_details.cached_tokens <= cached
+    finally:
+        assert s.stop() == 0, s.log_text()
+
+
+def test_prompt_tokens_details_is_null_by_default(server):
+    r = requests.post(server.url + "/v1/completions", timeout=30,
+                      json={"model": MODEL_NAME, "prompt": "Once", "max_tokens": 2})
+    assert r.json()["usage"]["prompt_tokens_details"] is None
 
 
 def test_sixteen_concurrent_clients_equal_generate(client, generate_cli):

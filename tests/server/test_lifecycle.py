@@ -70,6 +70,35 @@ def test_client_disconnect_aborts_the_request(server, scrape):
     assert "aborting" in server.log_text()
 
 
+def test_non_streaming_client_disconnect_aborts_the_request_and_frees_its_blocks(server, scrape):
+    # httplib 0.11 sends a non-streaming answer only at the end; the server watches the
+    # connection meanwhile, so a hang-up ends the choices as "abort" instead of "length".
+    abort = (("finished_reason", "abort"), ("model_name", MODEL_NAME))
+    labels = (("model_name", MODEL_NAME),)
+    before = scrape().get(("vllm:request_success_total", abort), 0)
+    payload = json.dumps({"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 480,
+                          "n": 8, "ignore_eos": True}).encode()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 b"Content-Type: application/json\r\n"
+                 b"Content-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and scrape()[("vllm:num_requests_running", labels)] == 0:
+        time.sleep(0.01)
+    assert scrape()[("vllm:kv_cache_usage_perc", labels)] > 0
+    sock.close()
+    deadline = time.monotonic() + 20
+    aborted = 0
+    while time.monotonic() < deadline and aborted < 8:
+        aborted = scrape().get(("vllm:request_success_total", abort), 0) - before
+        time.sleep(0.05)
+    assert aborted == 8
+    after = scrape()
+    assert after[("vllm:kv_cache_usage_perc", labels)] == 0
+    assert after[("vllm:num_requests_running", labels)] == 0
+    assert "client went away, aborting" in server.log_text()
+
+
 def test_sigterm_ends_in_flight_streams_and_exits_zero(tmp_path):
     s = Server(tmp_path)
     body = {"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 480, "n": 8,

@@ -55,6 +55,14 @@ TEST(ServerResponseTest, ChatBody) {
   EXPECT_EQ(j["usage"]["total_tokens"], 5);
 }
 
+TEST(ServerResponseTest, CachedTokensOnlyWhenReported) {
+  // vLLM's --enable-prompt-tokens-details: {"cached_tokens": N}; without it, null.
+  EXPECT_TRUE(usage_json(Usage{40, 2})["prompt_tokens_details"].is_null());
+  EXPECT_EQ(usage_json(Usage{40, 2, 32})["prompt_tokens_details"].dump(),
+            R"({"cached_tokens":32})");
+  EXPECT_EQ(usage_json(Usage{40, 2, 0})["prompt_tokens_details"].dump(), R"({"cached_tokens":0})");
+}
+
 TEST(ServerResponseTest, Chunks) {
   const json c = completion_chunk(kHeader, 2, " the", "", nullptr, nullptr);
   EXPECT_EQ(c.dump(),
