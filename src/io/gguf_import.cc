@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "core/limits.h"
 #include "io/checkpoint.h"
 #include "io/generation_config.h"
 #include "io/llama2c_import.h"
@@ -31,9 +32,12 @@ const std::map<std::string, std::string>& block_names() {
   return kNames;
 }
 
-Result<int64_t> positive(const GgufFile& g, const std::string& key) {
+// A positive size no larger than `limit` (core/limits.h, the bounds config.json has): a
+// block_count of 2^32 would otherwise make the importer list 2^32 layers' tensors.
+Result<int64_t> positive(const GgufFile& g, const std::string& key, int64_t limit) {
   QS_ASSIGN_OR_RETURN(int64_t v, g.get_int(key));
   if (v <= 0) return data_loss(g.path() + ": " + key + " is " + std::to_string(v));
+  QS_RETURN_IF_ERROR(limits::check_at_most(v, limit, g.path() + ": " + key));
   return v;
 }
 
@@ -59,13 +63,13 @@ Result<nlohmann::json> gguf_llama_hf_config(const GgufFile& g, DType dtype) {
     return unimplemented(g.path() + ": general.architecture is '" + arch +
                          "'; only 'llama' GGUFs are imported");
   }
-  QS_ASSIGN_OR_RETURN(int64_t hidden, positive(g, "llama.embedding_length"));
-  QS_ASSIGN_OR_RETURN(int64_t layers, positive(g, "llama.block_count"));
-  QS_ASSIGN_OR_RETURN(int64_t ffn, positive(g, "llama.feed_forward_length"));
-  QS_ASSIGN_OR_RETURN(int64_t heads, positive(g, "llama.attention.head_count"));
+  QS_ASSIGN_OR_RETURN(int64_t hidden, positive(g, "llama.embedding_length", limits::kMaxHiddenDim));
+  QS_ASSIGN_OR_RETURN(int64_t layers, positive(g, "llama.block_count", limits::kMaxLayers));
+  QS_ASSIGN_OR_RETURN(int64_t ffn, positive(g, "llama.feed_forward_length", limits::kMaxHiddenDim));
+  QS_ASSIGN_OR_RETURN(int64_t heads, positive(g, "llama.attention.head_count", limits::kMaxHeads));
   int64_t kv_heads = heads;
   if (g.has("llama.attention.head_count_kv")) {
-    QS_ASSIGN_OR_RETURN(kv_heads, positive(g, "llama.attention.head_count_kv"));
+    QS_ASSIGN_OR_RETURN(kv_heads, positive(g, "llama.attention.head_count_kv", limits::kMaxHeads));
   }
   if (heads % kv_heads != 0) {
     return data_loss(g.path() + ": llama.attention.head_count " + std::to_string(heads) +
@@ -73,13 +77,14 @@ Result<nlohmann::json> gguf_llama_hf_config(const GgufFile& g, DType dtype) {
   }
   int64_t head_dim = hidden / heads;
   if (g.has("llama.attention.key_length")) {
-    QS_ASSIGN_OR_RETURN(head_dim, positive(g, "llama.attention.key_length"));
+    QS_ASSIGN_OR_RETURN(head_dim, positive(g, "llama.attention.key_length", limits::kMaxHeadDim));
   } else if (hidden % heads != 0) {
     return data_loss(g.path() + ": llama.embedding_length " + std::to_string(hidden) +
                      " is not a multiple of head_count " + std::to_string(heads));
   }
   if (g.has("llama.rope.dimension_count")) {
-    QS_ASSIGN_OR_RETURN(int64_t rope_dim, positive(g, "llama.rope.dimension_count"));
+    QS_ASSIGN_OR_RETURN(int64_t rope_dim,
+                        positive(g, "llama.rope.dimension_count", limits::kMaxHeadDim));
     if (rope_dim != head_dim) {
       return unimplemented(g.path() + ": llama.rope.dimension_count " + std::to_string(rope_dim) +
                            " differs from the head size " + std::to_string(head_dim) +
@@ -100,7 +105,7 @@ Result<nlohmann::json> gguf_llama_hf_config(const GgufFile& g, DType dtype) {
   if (embd == nullptr) return data_loss(g.path() + ": no tensor 'token_embd.weight'");
   int64_t vocab = embd->hf_shape()[0];
   if (g.has("llama.vocab_size")) {
-    QS_ASSIGN_OR_RETURN(int64_t v, positive(g, "llama.vocab_size"));
+    QS_ASSIGN_OR_RETURN(int64_t v, positive(g, "llama.vocab_size", limits::kMaxVocab));
     if (v != vocab) {
       return data_loss(g.path() + ": llama.vocab_size " + std::to_string(v) +
                        " differs from token_embd.weight's " + std::to_string(vocab) + " rows");
@@ -115,7 +120,7 @@ Result<nlohmann::json> gguf_llama_hf_config(const GgufFile& g, DType dtype) {
     QS_ASSIGN_OR_RETURN(theta, g.get_float("llama.rope.freq_base"));
   }
   if (g.has("llama.context_length")) {
-    QS_ASSIGN_OR_RETURN(context, positive(g, "llama.context_length"));
+    QS_ASSIGN_OR_RETURN(context, positive(g, "llama.context_length", limits::kMaxContext));
   }
 
   nlohmann::json c = {
