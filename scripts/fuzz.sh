@@ -19,7 +19,7 @@ BUILD=build-san
 
 TARGETS=(safetensors checkpoint_index model_config quant_config generation_config tokenizer_json
          vocab_merges tiktoken sentencepiece chat_template llama2c quant_layouts gguf
-         openai_request)
+         openai_request pth)
 
 dict_for() {
   case "$1" in
@@ -27,6 +27,7 @@ dict_for() {
     chat_template) echo fuzz/dicts/jinja.dict ;;
     gguf) echo fuzz/dicts/gguf.dict ;;
     openai_request) echo fuzz/dicts/openai.dict ;;
+    pth) echo fuzz/dicts/pth.dict ;;
     *) echo fuzz/dicts/json.dict ;;
   esac
 }
