@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "core/check.h"
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "kernels/cpu/qlinear_panel_avx512.h"  // transpose16
 
@@ -26,14 +27,6 @@ constexpr int kTile = 16;     // rows of a tile; also tokens per B tile
 constexpr int kTileK = 32;    // bf16 inputs per tile product
 constexpr int kParts = 3;     // bf16 terms per activation: hi + mid + lo = the f32 value
 constexpr int64_t kKc = 256;  // inputs per k block (see linear_gemm_amx_bf16)
-
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
 
 // Tiles 0, 1: A (cols0 / cols1 weight rows x 32 bf16); 2, 3: B (16 k-pairs x 16 tokens);
 // 4..7: C (columns x 16 tokens f32), C[4 + 2a + b] = A_a x B_b.
@@ -54,10 +47,7 @@ void configure_tiles(int cols0, int cols1) {
     cfg.rows[t] = kTileK / 2;
     cfg.colsb[t] = 64;
   }
-  // GCC 12 does not see _tile_loadconfig read cfg and drops the stores above; see
-  // qlinear_amx.cc.
-  asm volatile("" : : "r"(&cfg) : "memory");
-  _tile_loadconfig(&cfg);
+  load_tile_config(cfg);
 }
 
 inline __m512 widen_bf16(__m256i h) {

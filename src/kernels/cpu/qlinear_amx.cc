@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/qlinear_cpu.h"
 #include "kernels/cpu/qlinear_panel_avx512.h"
 
@@ -37,14 +38,6 @@ inline __mmask16 lane_mask_cols(int count) {
   return count >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << count) - 1);
 }
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-
 // rows0, rows1: the rows of the two strips (rows1 may be 0: tiles 1, 6, 7 unused).
 void configure_tiles(int rows0, int rows1) {
   TileConfig cfg;
@@ -64,10 +57,7 @@ void configure_tiles(int rows0, int rows1) {
     cfg.rows[t] = kQuads;
     cfg.colsb[t] = 64;  // 16 columns x 4 inputs
   }
-  // GCC 12 does not see _tile_loadconfig read cfg and drops the stores above (the CPU then
-  // faults on the first tile instruction); the empty asm makes them observable.
-  asm volatile("" : : "r"(&cfg) : "memory");
-  _tile_loadconfig(&cfg);
+  load_tile_config(cfg);
 }
 
 // The int32 products of kSubBlocks blocks: c[blk][strip][half][row][16 columns].
