@@ -46,7 +46,7 @@ Result<std::map<std::string, ZipEntry>> read_zip(const MappedFile& f) {
     }
     const uint32_t method = u16(d + p + 10), csize = u32(d + p + 20), usize = u32(d + p + 24);
     const uint32_t name_len = u16(d + p + 28), extra = u16(d + p + 30), comment = u16(d + p + 32);
-    const uint32_t local = u32(d + p + 42);
+    const size_t local = u32(d + p + 42);  // size_t: local + 30 must not wrap in 32 bits
     if (p + 46 + name_len > cd + cd_size) return data_loss(where + ": entry name out of range");
     const std::string name(reinterpret_cast<const char*>(d + p + 46), name_len);
     if (method != 0 || csize != usize) {
@@ -55,7 +55,7 @@ Result<std::map<std::string, ZipEntry>> read_zip(const MappedFile& f) {
     if (csize == 0xffffffffu || local == 0xffffffffu) {
       return unimplemented(where + ": zip64 entries are not supported");
     }
-    if (local + 30 > n || u32(d + local) != 0x04034b50) {
+    if (local > n || n - local < 30 || u32(d + local) != 0x04034b50) {
       return data_loss(where + ": bad local header of '" + name + "'");
     }
     const size_t data = local + 30 + u16(d + local + 26) + u16(d + local + 28);
@@ -66,8 +66,10 @@ Result<std::map<std::string, ZipEntry>> read_zip(const MappedFile& f) {
   return out;
 }
 
+// Objects live in an arena owned by the reader: the memo lets a pickle make a dict that holds
+// itself, which reference counting would leak.
 struct Obj;
-using P = std::shared_ptr<Obj>;
+using P = Obj*;
 struct Obj {
   enum Kind { kNone, kBool, kInt, kStr, kTuple, kDict, kGlobal, kStorage, kTensor, kMark } kind;
   int64_t i = 0;
@@ -76,12 +78,6 @@ struct Obj {
   std::vector<std::pair<P, P>> dict;  // dict
   Tensor tensor;
 };
-
-P make(Obj::Kind k) {
-  auto o = std::make_shared<Obj>();
-  o->kind = k;
-  return o;
-}
 
 }  // namespace
 
@@ -101,6 +97,15 @@ Result<std::vector<std::pair<std::string, Tensor>>> read_pth_state_dict(const st
   // A state_dict's pickle is ~150 bytes per tensor; this bounds the objects a file can make.
   if (pn > (size_t{64} << 20)) return data_loss(where + ": larger than 64 MiB");
 
+  // Each opcode makes at most one object; a state_dict makes ~10 per tensor, so this bound is
+  // far above any real file and keeps a hostile one from exhausting memory one byte at a time.
+  constexpr size_t kMaxObjects = size_t{1} << 22;
+  std::vector<std::unique_ptr<Obj>> arena;
+  auto make = [&](Obj::Kind k) {
+    arena.push_back(std::make_unique<Obj>());
+    arena.back()->kind = k;
+    return arena.back().get();
+  };
   std::vector<P> stack;
   std::map<uint32_t, P> memo;
   auto pop = [&]() -> Result<P> {
@@ -110,19 +115,18 @@ Result<std::vector<std::pair<std::string, Tensor>>> read_pth_state_dict(const st
     return v;
   };
   auto pop_mark = [&]() -> Result<std::vector<P>> {
-    std::vector<P> items;
-    while (!stack.empty() && stack.back()->kind != Obj::kMark) {
-      items.insert(items.begin(), stack.back());
-      stack.pop_back();
-    }
-    if (stack.empty()) return data_loss(where + ": MARK missing");
-    stack.pop_back();
+    size_t m = stack.size();
+    while (m > 0 && stack[m - 1]->kind != Obj::kMark) --m;
+    if (m == 0) return data_loss(where + ": MARK missing");
+    std::vector<P> items(stack.begin() + m, stack.end());
+    stack.resize(m - 1);
     return items;
   };
   auto need = [&](size_t pos, size_t len) -> Status {
     return pos + len <= pn ? ok_status() : data_loss(where + ": truncated");
   };
   // _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks[, metadata])
+  size_t copied = 0;
   auto rebuild = [&](const std::vector<P>& a) -> Result<P> {
     if (a.size() < 4 || a[0]->kind != Obj::kStorage || a[1]->kind != Obj::kInt ||
         a[2]->kind != Obj::kTuple || a[3]->kind != Obj::kTuple) {
@@ -166,6 +170,10 @@ Result<std::vector<std::pair<std::string, Tensor>>> read_pth_state_dict(const st
     if (a[1]->i < 0 || off > it->second.size || bytes > it->second.size - off) {
       return data_loss(path + ": tensor out of its storage '" + a[0]->s + "'");
     }
+    // Tensors may share a storage (tied weights), but a pickle that rebuilds one view over and
+    // over would copy the file many times over.
+    copied += bytes;
+    if (copied > 4 * file->size()) return data_loss(where + ": tensors copy the file 4 times over");
     P t = make(Obj::kTensor);
     t->tensor = Tensor::zeros(dt, shape);
     std::memcpy(t->tensor.mutable_ptr<uint8_t>(), file->data() + it->second.offset + off, bytes);
@@ -175,6 +183,7 @@ Result<std::vector<std::pair<std::string, Tensor>>> read_pth_state_dict(const st
   size_t pos = 0;
   while (true) {
     QS_RETURN_IF_ERROR(need(pos, 1));
+    if (arena.size() >= kMaxObjects) return data_loss(where + ": more than 4M pickle objects");
     const uint8_t op = pk[pos++];
     switch (op) {
       case 0x80:  // PROTO
