@@ -19,7 +19,7 @@ BUILD=build-san
 
 TARGETS=(safetensors checkpoint_index model_config quant_config generation_config tokenizer_json
          vocab_merges tiktoken sentencepiece chat_template llama2c quant_layouts gguf
-         openai_request pth)
+         openai_request pth clip_tokenizer unigram_tokenizer png flux_pipeline)
 
 dict_for() {
   case "$1" in
@@ -28,6 +28,7 @@ dict_for() {
     gguf) echo fuzz/dicts/gguf.dict ;;
     openai_request) echo fuzz/dicts/openai.dict ;;
     pth) echo fuzz/dicts/pth.dict ;;
+    png) echo fuzz/dicts/png.dict ;;
     *) echo fuzz/dicts/json.dict ;;
   esac
 }
@@ -70,10 +71,15 @@ fuzz_and_merge() {
   local t=$1 log=$2 work="$BUILD/corpus/$1" merged
   shift 2
   mkdir -p "$work" "fuzz/findings/$t"
+  # libFuzzer's status lines separate the count with a tab; grep finding nothing is no error.
+  local rc
+  set +e
   # shellcheck disable=SC2046
   nice -n 19 "$BUILD/fuzz/${t}_fuzz" $(run_flags "$t") "$@" "$work" $(inputs "$t") 2>&1 |
-    tee "$log" | grep -E '^#[0-9]+ +(INITED|DONE)|ERROR|SUMMARY' >&2
-  [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "fuzz: $t failed; see fuzz/findings/$t/" >&2; exit 1; }
+    tee "$log" | grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)|ERROR|SUMMARY' >&2
+  rc=${PIPESTATUS[0]}
+  set -e
+  [[ $rc -eq 0 ]] || { echo "fuzz: $t failed; see fuzz/findings/$t/" >&2; exit 1; }
   merged=$(mktemp -d)
   "$BUILD/fuzz/${t}_fuzz" -merge=1 "$merged" "fuzz/seeds/$t" "$work" >/dev/null 2>&1
   rm -rf "fuzz/seeds/$t" && mv "$merged" "fuzz/seeds/$t"
