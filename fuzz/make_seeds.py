@@ -7,6 +7,7 @@ import json
 import os
 import struct
 import sys
+import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("QS_SHARED_DATA_DIR", os.path.join(ROOT, "..", "shared", "data"))
@@ -173,6 +174,7 @@ def main():
          + floats + wcls + SEP)
     gguf_seeds()
     openai_seeds()
+    image_seeds()
     return 0
 
 
@@ -370,6 +372,66 @@ def openai_seeds():
             seed("openai_request", f"{endpoint}_{i}",
                  endpoint.encode() + SEP + json.dumps(body).encode())
     seed("openai_request", "all_endpoints", b'{"prompt": "hi", "tokens": [1]}')
+
+
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(
+        ">I", zlib.crc32(kind + data) & 0xffffffff)
+
+
+def png(width, height, ctype, depth, extra=b""):
+    """A minimal PNG: every row filter 0, pixel bytes counting up."""
+    channels = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[ctype]
+    row = (width * channels * depth + 7) // 8
+    raw = b"".join(b"\0" + bytes((y * 7 + x) % 3 if ctype == 3 else (y * 40 + x * 9) % 256
+                                  for x in range(row)) for y in range(height))
+    ihdr = struct.pack(">IIBBBBB", width, height, depth, ctype, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + extra +
+            png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b""))
+
+
+def image_seeds():
+    """The image pipeline's parsers, from the tiny FLUX.1 fixture (tests/golden/fixtures/flux)."""
+    flux = os.path.join(FIX, "flux", "tiny_pipeline")
+    prompts = [b"a photograph of an astronaut riding a horse", b"A  Cat's  HAT, 3 dogs!",
+               "caf\u00e9 \u2581 <|endoftext|> \U0001f600".encode()]
+    clip = read(os.path.join(flux, "tokenizer", "tokenizer.json"))
+    j = json.loads(clip)
+    vocab = json.dumps(j["model"]["vocab"]).encode()
+    merges = b"#version: 0.2\n" + b"\n".join(
+        (" ".join(m) if isinstance(m, list) else m).encode() for m in j["model"]["merges"])
+    for i, p in enumerate(prompts):
+        seed("clip_tokenizer", f"tokenizer_json_{i}", clip + SEP + SEP + SEP + p)
+    seed("clip_tokenizer", "vocab_merges", SEP + vocab + SEP + merges + SEP + prompts[1])
+    t5 = read(os.path.join(flux, "tokenizer_2", "tokenizer.json"))
+    for i, p in enumerate(prompts[:2] + [b"\xe2\x96\x81 x\t\ty", b"\xff\xfe"]):
+        seed("unigram_tokenizer", f"t5_{i}", t5 + SEP + p)
+    for name in ("dev.png", "cfg.png"):
+        seed("png", name[:-4], read(os.path.join(FIX, "flux", name)))
+    # The other colour types and depths libpng converts (grey, grey+alpha, palette, RGBA,
+    # 16-bit), 3x2 pixels each, with a gAMA chunk on one.
+    for name, ctype, depth, extra in [("grey", 0, 8, b""), ("grey_alpha", 4, 8, b""),
+                                      ("palette", 3, 8, png_chunk(b"PLTE", bytes(range(9)))),
+                                      ("rgba", 6, 8, b""), ("rgb16", 2, 16, b""),
+                                      ("grey2_gamma", 0, 2, png_chunk(b"gAMA", struct.pack(
+                                          ">I", 45455)))]:
+        seed("png", name, png(3, 2, ctype, depth, extra))
+    files = ["model_index.json", "scheduler/scheduler_config.json", "transformer/config.json",
+             "vae/config.json", "text_encoder/config.json", "text_encoder_2/config.json",
+             "tokenizer/tokenizer.json", "tokenizer_2/tokenizer.json"]
+    request = json.dumps({"prompt": "a red cube", "width": 16, "height": 16, "steps": 1,
+                          "max_sequence_length": 8, "seed": 7}).encode()
+    cfg = json.dumps({"prompt": "x", "negative_prompt": "y", "true_cfg_scale": 2.0,
+                      "width": 8, "height": 8, "steps": 2, "max_sequence_length": 4}).encode()
+    # The JSON configs in full (the tokenizers left to the fixture: their own targets fuzz them),
+    # and each file alone with the rest taken from the fixture.
+    configs = [read(os.path.join(flux, f)) for f in files[:6]]
+    seed("flux_pipeline", "configs", SEP.join(configs + [b"", b"", request]))
+    seed("flux_pipeline", "configs_cfg", SEP.join(configs + [b"", b"", cfg]))
+    for i, f in enumerate(files[:6]):
+        parts = [b""] * len(files) + [request]
+        parts[i] = configs[i]
+        seed("flux_pipeline", f.replace("/", "_").replace(".json", ""), SEP.join(parts))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Replays a sample of the fuzzers' inputs through the quantserve command line: each input is
 planted, as the fuzz target reads it, into a copy of the in-tree fixture checkpoint (or passed
-to `import gguf` / `import llama2c`), and the command is run. Inputs come from fuzz/regressions
+to `import gguf` / `import llama2c`, or into a copy of the tiny FLUX.1 pipeline for
+`generate-image`), and the command is run. Inputs come from fuzz/regressions
 (inputs that once crashed a parser), fuzz/seeds, and build-san/corpus when a local campaign
 left one; each seed is also replayed cut to half its length, which makes most of them
 malformed. For every run it prints the exit code and the first error line.
@@ -46,6 +47,18 @@ CHECKPOINT_TARGETS = {
     "quant_layouts": ([None, None, "model.safetensors"], []),
 }
 IMPORT_TARGETS = ["gguf", "llama2c"]
+# The image pipeline's targets, planted into a copy of the tiny FLUX.1 pipeline and run through
+# `generate-image`: target -> the files its parts become (an empty part keeps the fixture's).
+FLUX = os.path.join(ROOT, "tests", "golden", "fixtures", "flux", "tiny_pipeline")
+PIPELINE_TARGETS = {
+    "flux_pipeline": ["model_index.json", "scheduler/scheduler_config.json",
+                      "transformer/config.json", "vae/config.json", "text_encoder/config.json",
+                      "text_encoder_2/config.json", "tokenizer/tokenizer.json",
+                      "tokenizer_2/tokenizer.json", None],
+    "clip_tokenizer": ["tokenizer/tokenizer.json", "tokenizer/vocab.json", "tokenizer/merges.txt",
+                       None],
+    "unigram_tokenizer": ["tokenizer_2/tokenizer.json", None],
+}
 CRASH = re.compile(r"AddressSanitizer|UndefinedBehaviorSanitizer|runtime error:|LeakSanitizer|"
                    r"terminate called|Segmentation fault|Aborted")
 
@@ -97,6 +110,32 @@ def plant(target, data, work):
         # involved, or against config.json's field it contradicts.
         return ["generate", "--model", model, "--prompt", "hi", "--max-tokens", "2",
                 "--temperature", "0", "--threads", "1"], planted + [model + ":", "config.json"]
+    if target in PIPELINE_TARGETS:
+        files = PIPELINE_TARGETS[target]
+        model = os.path.join(work, "pipeline")
+        shutil.copytree(FLUX, model)
+        planted = []
+        for i, name in enumerate(files):
+            part = SEP.join(parts[i:]) if i == len(files) - 1 else (parts[i] if i < len(parts)
+                                                                    else b"")
+            if name is None:
+                continue
+            if not part:
+                # As the fuzz targets do: CLIP's vocab.json + merges.txt are read when its
+                # tokenizer.json is absent; other empty parts keep the fixture's file.
+                if target == "clip_tokenizer" and name.endswith("tokenizer.json"):
+                    os.remove(os.path.join(model, name))
+                continue
+            with open(os.path.join(model, name), "wb") as f:
+                f.write(part)
+            planted.append(name)
+        # A config that loads but does not fit the weights or the other components is reported
+        # against its component folder or the pipeline directory.
+        dirs = {name.split("/")[0] for name in planted if "/" in name}
+        return ["generate-image", "--model", model, "--prompt", "a red cube", "--width", "16",
+                "--height", "16", "--steps", "1", "--max-sequence-length", "8", "--threads", "1",
+                "--out", os.path.join(work, "out.png")], \
+            planted + [model + "/" + d for d in dirs] + [model + ":"]
     out = os.path.join(work, "out")
     if target == "gguf":
         with open(os.path.join(work, "model.gguf"), "wb") as f:
@@ -128,7 +167,7 @@ def main():
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1",
                UBSAN_OPTIONS="print_stacktrace=1")
     broken, rejected, total = [], 0, 0
-    for target in list(CHECKPOINT_TARGETS) + IMPORT_TARGETS:
+    for target in list(CHECKPOINT_TARGETS) + IMPORT_TARGETS + list(PIPELINE_TARGETS):
         for label, data in sample(target, args.per_target):
             with tempfile.TemporaryDirectory(prefix="qs_replay_cli_") as work:
                 cmd, planted = plant(target, data, work)

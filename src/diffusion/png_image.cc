@@ -52,9 +52,14 @@ Status read_png(const std::string& path, int64_t* width, int64_t* height,
   if (!png_image_begin_read_from_file(&img, path.c_str())) {
     return Status(StatusCode::kIo, path + ": " + img.message);
   }
-  if (img.width == 0 || img.height == 0 || img.width > 16384 || img.height > 16384) {
+  // The header alone sets the buffer size: bound it (a 30-byte file may claim 2^31 x 2^31).
+  constexpr uint64_t kMaxSide = 16384, kMaxPixels = uint64_t{1} << 26;
+  if (img.width == 0 || img.height == 0 || img.width > kMaxSide || img.height > kMaxSide ||
+      uint64_t{img.width} * img.height > kMaxPixels) {
+    const std::string size = std::to_string(img.width) + "x" + std::to_string(img.height);
     png_image_free(&img);
-    return invalid_argument(path + ": image size out of range");
+    return invalid_argument(path + ": image size " + size +
+                            " out of range (at most 16384 a side and 64 megapixels)");
   }
   img.format = PNG_FORMAT_RGB;
   rgb8->resize(PNG_IMAGE_SIZE(img));

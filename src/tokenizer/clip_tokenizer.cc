@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/limits.h"
 #include "io/checkpoint.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
@@ -56,6 +57,20 @@ std::vector<std::string> chars_of(const std::string& s) {
   return out;
 }
 
+// The ids index the text model's embedding table, so they are checked here, never narrowed.
+Status add_vocab(const std::string& where, const std::string& piece, const nlohmann::json& id,
+                 std::unordered_map<std::string, int32_t>* vocab) {
+  if (!id.is_number_integer()) return data_loss(where + ": vocab id of '" + piece + "'");
+  const int64_t v = id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX ? limits::kMaxVocab
+                                                                              : id.get<int64_t>();
+  if (v < 0 || v >= limits::kMaxVocab) {
+    return data_loss(where + ": vocab id " + id.dump() + " of '" + piece + "' is outside 0.." +
+                     std::to_string(limits::kMaxVocab - 1));
+  }
+  (*vocab)[piece] = static_cast<int32_t>(v);
+  return ok_status();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ClipTokenizer>> ClipTokenizer::load(const std::string& dir) {
@@ -76,8 +91,7 @@ Result<std::unique_ptr<ClipTokenizer>> ClipTokenizer::load(const std::string& di
       return unimplemented(where + ": a CLIP tokenizer needs end_of_word_suffix \"</w>\"");
     }
     for (const auto& [piece, id] : m["vocab"].items()) {
-      if (!id.is_number_integer()) return data_loss(where + ": vocab id of '" + piece + "'");
-      t->vocab_[piece] = id.get<int32_t>();
+      QS_RETURN_IF_ERROR(add_vocab(where, piece, id, &t->vocab_));
     }
     for (const auto& mg : m["merges"]) {
       if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string()) {
@@ -98,8 +112,7 @@ Result<std::unique_ptr<ClipTokenizer>> ClipTokenizer::load(const std::string& di
     QS_ASSIGN_OR_RETURN(nlohmann::json v, io::read_json(vocab_path.string()));
     if (!v.is_object()) return data_loss(vocab_path.string() + ": not an object");
     for (const auto& [piece, id] : v.items()) {
-      if (!id.is_number_integer()) return data_loss(vocab_path.string() + ": id of " + piece);
-      t->vocab_[piece] = id.get<int32_t>();
+      QS_RETURN_IF_ERROR(add_vocab(vocab_path.string(), piece, id, &t->vocab_));
     }
     std::ifstream in(merges_path);
     std::string line;
@@ -162,13 +175,13 @@ std::vector<int32_t> ClipTokenizer::encode(std::string_view text, size_t max_tok
 }
 
 std::vector<int32_t> ClipTokenizer::encode_padded(std::string_view text, int64_t max_length) const {
-  std::vector<int32_t> body =
-      encode(text, static_cast<size_t>(std::max<int64_t>(max_length - 2, 0)));
-  if (static_cast<int64_t>(body.size()) > max_length - 2) body.resize(max_length - 2);
+  const size_t keep = static_cast<size_t>(std::max<int64_t>(max_length - 2, 0));
+  std::vector<int32_t> body = encode(text, keep);
+  if (body.size() > keep) body.resize(keep);
   std::vector<int32_t> ids = {bos_id_};
   ids.insert(ids.end(), body.begin(), body.end());
   ids.push_back(eos_id_);
-  ids.resize(static_cast<size_t>(max_length), pad_id_);
+  ids.resize(static_cast<size_t>(std::max<int64_t>(max_length, 0)), pad_id_);
   return ids;
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "core/limits.h"
 #include "io/checkpoint.h"
 #include "tokenizer/utf8.h"
 
@@ -16,6 +17,9 @@ namespace {
 
 constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 "▁"
 constexpr double kUnkPenalty = 10.0;                     // HF Unigram's K_UNK_PENALTY
+// SentencePiece trains pieces of at most 16 characters; a longer one is a hostile file making
+// every position of a word walk it.
+constexpr size_t kMaxPieceBytes = 1024;
 
 std::string type_of(const nlohmann::json& j) {
   return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>()
@@ -33,20 +37,40 @@ Result<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::load(const std::stri
   }
   std::unique_ptr<UnigramTokenizer> t(new UnigramTokenizer());
   const auto& m = j["model"];
+  if (m["vocab"].size() > static_cast<size_t>(limits::kMaxVocab)) {
+    return data_loss(where + ": " + std::to_string(m["vocab"].size()) +
+                     " vocab entries, above the limit of " + std::to_string(limits::kMaxVocab));
+  }
   double min_score = std::numeric_limits<double>::infinity();
+  t->node_piece_.push_back(-1);
   for (const auto& e : m["vocab"]) {
     if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_number()) {
-      return data_loss(where + ": vocab entry " + e.dump() + " is not [piece, score]");
+      return data_loss(where + ": vocab entry " + e.dump().substr(0, 80) +
+                       " is not [piece, score]");
     }
-    const std::string piece = e[0].get<std::string>();
-    t->ids_.emplace(piece, static_cast<int32_t>(t->scores_.size()));
+    const std::string& piece = e[0].get_ref<const std::string&>();
+    if (piece.size() > kMaxPieceBytes) {
+      return data_loss(where + ": vocab piece " + std::to_string(t->scores_.size()) + " is " +
+                       std::to_string(piece.size()) + " bytes, above the limit of " +
+                       std::to_string(kMaxPieceBytes));
+    }
+    const int32_t id = static_cast<int32_t>(t->scores_.size());
+    int32_t node = 0;
+    for (unsigned char b : piece) {
+      auto [it, added] = t->edges_.emplace((static_cast<uint64_t>(node) << 8) | b,
+                                           static_cast<int32_t>(t->node_piece_.size()));
+      if (added) t->node_piece_.push_back(-1);
+      node = it->second;
+    }
+    if (node != 0 && t->node_piece_[node] < 0) t->node_piece_[node] = id;  // the first one wins
     t->scores_.push_back(e[1].get<double>());
-    t->max_piece_bytes_ = std::max(t->max_piece_bytes_, piece.size());
     min_score = std::min(min_score, t->scores_.back());
   }
   t->unk_score_ = min_score - kUnkPenalty;
-  if (m.contains("unk_id") && m["unk_id"].is_number_integer()) t->unk_id_ = m["unk_id"];
-  if (t->unk_id_ < 0 || t->unk_id_ >= static_cast<int32_t>(t->scores_.size())) {
+  if (m.contains("unk_id") && m["unk_id"].is_number_integer() && m["unk_id"].get<int64_t>() >= 0 &&
+      m["unk_id"].get<int64_t>() < t->vocab_size()) {
+    t->unk_id_ = static_cast<int32_t>(m["unk_id"].get<int64_t>());
+  } else {
     return data_loss(where + ": unk_id missing or out of range");
   }
   if (m.contains("byte_fallback") && m["byte_fallback"] == true) {
@@ -86,17 +110,28 @@ Result<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::load(const std::stri
                      p.value("prepend_scheme", "always") == "always");
     if (!ok) return unimplemented(where + ": pre_tokenizer " + p.dump() + " is not supported");
   }
-  auto id_of = [&](const char* piece) -> Result<int32_t> {
-    auto it = t->ids_.find(piece);
-    if (it == t->ids_.end()) return data_loss(where + ": vocabulary lacks " + piece);
-    return it->second;
+  auto id_of = [&](std::string_view piece) -> Result<int32_t> {
+    int32_t node = 0;
+    for (unsigned char b : piece) {
+      if ((node = t->child(node, b)) < 0) break;
+    }
+    if (node <= 0 || t->node_piece_[node] < 0) {
+      return data_loss(where + ": vocabulary lacks " + std::string(piece));
+    }
+    return t->node_piece_[node];
   };
   QS_ASSIGN_OR_RETURN(t->eos_id_, id_of("</s>"));
   QS_ASSIGN_OR_RETURN(t->pad_id_, id_of("<pad>"));
   return t;
 }
 
-Result<std::vector<int32_t>> UnigramTokenizer::encode(std::string_view text) const {
+int32_t UnigramTokenizer::child(int32_t node, uint8_t byte) const {
+  auto it = edges_.find((static_cast<uint64_t>(node) << 8) | byte);
+  return it == edges_.end() ? -1 : it->second;
+}
+
+Result<std::vector<int32_t>> UnigramTokenizer::encode(std::string_view text,
+                                                      size_t max_tokens) const {
   if (!utf8_is_valid(text)) return invalid_argument("t5 tokenizer: the text is not UTF-8");
   if (ascii_only_) {
     for (unsigned char c : text) {
@@ -110,7 +145,7 @@ Result<std::vector<int32_t>> UnigramTokenizer::encode(std::string_view text) con
   (void)collapse_spaces_;  // whitespace is split away below, which subsumes the collapse
   std::vector<int32_t> ids;
   size_t i = 0;
-  while (i < text.size()) {
+  while (i < text.size() && ids.size() < max_tokens) {
     while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' ||
                                text[i] == '\r' || text[i] == '\f' || text[i] == '\v')) {
       ++i;
@@ -133,12 +168,14 @@ Result<std::vector<int32_t>> UnigramTokenizer::encode(std::string_view text) con
       if (best[s] == -std::numeric_limits<double>::infinity()) continue;
       const size_t ch = std::max<size_t>(1, utf8_char_len(word, s));
       bool single = false;
-      for (size_t len = 1; len <= max_piece_bytes_ && s + len <= n; ++len) {
-        auto it = ids_.find(word.substr(s, len));
-        if (it == ids_.end()) continue;
+      int32_t node = 0;
+      for (size_t len = 1; s + len <= n; ++len) {
+        if ((node = child(node, static_cast<uint8_t>(word[s + len - 1]))) < 0) break;
+        const int32_t id = node_piece_[node];
+        if (id < 0) continue;
         if (len == ch) single = true;
-        const double sc = best[s] + scores_[it->second];
-        if (sc > best[s + len]) best[s + len] = sc, from[s + len] = s, via[s + len] = it->second;
+        const double sc = best[s] + scores_[id];
+        if (sc > best[s + len]) best[s + len] = sc, from[s + len] = s, via[s + len] = id;
       }
       if (!single && best[s] + unk_score_ > best[s + ch]) {
         best[s + ch] = best[s] + unk_score_, from[s + ch] = s, via[s + ch] = unk_id_;
@@ -156,8 +193,10 @@ Result<std::vector<int32_t>> UnigramTokenizer::encode(std::string_view text) con
 
 Result<std::vector<int32_t>> UnigramTokenizer::encode_padded(std::string_view text,
                                                              int64_t max_length) const {
-  QS_ASSIGN_OR_RETURN(std::vector<int32_t> ids, encode(text));
-  if (static_cast<int64_t>(ids.size()) > max_length - 1) ids.resize(max_length - 1);
+  if (max_length < 1) return invalid_argument("t5 tokenizer: max_length must be at least 1");
+  const size_t keep = static_cast<size_t>(max_length - 1);
+  QS_ASSIGN_OR_RETURN(std::vector<int32_t> ids, encode(text, keep));
+  if (ids.size() > keep) ids.resize(keep);
   ids.push_back(eos_id_);
   ids.resize(static_cast<size_t>(max_length), pad_id_);
   return ids;

@@ -6,6 +6,7 @@
 // (padding="max_length", truncation=True). Only encoding.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,18 +22,23 @@ class UnigramTokenizer {
  public:
   static Result<std::unique_ptr<UnigramTokenizer>> load(const std::string& dir);
 
-  // [tokens (cut to max_length - 1), eos, pad...], exactly max_length ids.
+  // [tokens (cut to max_length - 1), eos, pad...], exactly max_length (>= 1) ids.
   Result<std::vector<int32_t>> encode_padded(std::string_view text, int64_t max_length) const;
-  // The pieces' ids of one text, without </s>.
-  Result<std::vector<int32_t>> encode(std::string_view text) const;
+  // The pieces' ids of one text, without </s>; encoding stops at the word that brings the count
+  // to `max_tokens` (the ids before that are the same), so a long prompt costs what is kept.
+  Result<std::vector<int32_t>> encode(std::string_view text, size_t max_tokens = SIZE_MAX) const;
 
   int32_t eos_id() const { return eos_id_; }
   int32_t pad_id() const { return pad_id_; }
+  int64_t vocab_size() const { return static_cast<int64_t>(scores_.size()); }
 
  private:
-  std::unordered_map<std::string, int32_t> ids_;
+  // The pieces as a byte trie: the Viterbi walks it from each position, so a word costs its
+  // length times the longest piece matching there, with no substring built per candidate.
+  int32_t child(int32_t node, uint8_t byte) const;
+  std::vector<int32_t> node_piece_;              // node -> piece id, or -1; node 0 is the root
+  std::unordered_map<uint64_t, int32_t> edges_;  // node << 8 | byte -> child node
   std::vector<double> scores_;
-  size_t max_piece_bytes_ = 0;
   double unk_score_ = 0;
   int32_t unk_id_ = -1, eos_id_ = -1, pad_id_ = -1;
   // The T5 tokenizer.json's Precompiled normalizer (nmt_nfkc) is not implemented; it is the
