@@ -15,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/bandwidth.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/linear_cpu.h"
 #include "ops/linear.h"
 
 namespace qs {
@@ -144,6 +145,35 @@ void bm_qwen_model(benchmark::State& state, Isa isa, int64_t m, int threads) {
   state.counters["GFLOP/s"] = benchmark::Counter(iters * flops / 1e9, benchmark::Counter::kIsRate);
 }
 
+// One kernel directly, one thread, over all n columns: the AVX-512 GEMV against the AMX bf16
+// GEMM at the small m of batched decode, to place the switch between them.
+void bm_kernel_small_m(benchmark::State& state, bool amx, Shape shape, int64_t m) {
+  if (!kernels::isa_supported(Isa::kAvx512) || (amx && !kernels::amx_active())) {
+    state.SkipWithError("needs AVX-512 (and AMX for the AMX case)");
+    return;
+  }
+  const size_t w_bytes = static_cast<size_t>(shape.n * shape.k) * 2;
+  std::vector<Tensor> ws;
+  for (int c = 0; c < copies_for(1, w_bytes); ++c)
+    ws.push_back(random_weights(DType::kBF16, shape.n, shape.k, static_cast<uint32_t>(c)));
+  const std::vector<float> x = random_activations(m * shape.k);
+  std::vector<float> y(static_cast<size_t>(m * shape.n));
+  size_t next = 0;
+  for (auto _ : state) {
+    const kernels::cpu::LinearArgs args{x.data(),     m,       shape.k, ws[next].data,
+                                        DType::kBF16, shape.n, nullptr, y.data()};
+    amx ? kernels::cpu::linear_gemm_amx_bf16(args, 0, shape.n)
+        : kernels::cpu::linear_gemv_avx512(args, 0, shape.n);
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % ws.size();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GB/s"] =
+      benchmark::Counter(iters * static_cast<double>(w_bytes) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      iters * 2.0 * static_cast<double>(m * shape.n * shape.k) / 1e9, benchmark::Counter::kIsRate);
+}
+
 void bm_bandwidth(benchmark::State& state, int threads) {
   ThreadPool pool(threads);
   double gbs = 0.0;
@@ -157,6 +187,17 @@ void register_all() {
                                  bm_bandwidth, threads)
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond);
+  }
+  for (const Shape& shape : {kQwen05B[0], kQwen05B[2], kQwen05B[3], kQwen05B[4], kTinyLlama[4]}) {
+    for (int64_t m : {int64_t{2}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}}) {
+      for (bool amx : {false, true}) {
+        const std::string name = std::string("small_m/") + shape.name +
+                                 (amx ? "/amx_bf16" : "/gemv_avx512") + "/m:" + std::to_string(m);
+        benchmark::RegisterBenchmark(name.c_str(), bm_kernel_small_m, amx, shape, m)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
+    }
   }
   for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
     if (!kernels::isa_supported(isa)) continue;

@@ -203,10 +203,13 @@ Result<Job> dense_job(kernels::Isa isa, const float* x, int64_t m, const Tensor&
   const kernels::cpu::LinearArgs args{x, m, k, w.data, w.dtype, n, bias, y};
   LinearKernel run = kernel;
   // Narrow matrices (k/v projections) lose more to packing x than the tiles win (measured,
-  // docs/kernels.md "AMX bf16 GEMM").
-  if (isa == kernels::Isa::kAvx512 && use_gemm(isa, m) && n >= kernels::cpu::kAmxBf16MinCols &&
-      kernels::amx_active() && kernels::cpu::linear_amx_bf16_supports(args)) {
+  // docs/kernels.md "AMX bf16 GEMM"). From 9 rows on (batched decode) the tiles beat the GEMV,
+  // which is compute-bound there.
+  if (isa == kernels::Isa::kAvx512 && m >= kernels::cpu::kAmxBf16MinRows &&
+      n >= kernels::cpu::kAmxBf16MinCols && kernels::amx_active() &&
+      kernels::cpu::linear_amx_bf16_supports(args)) {
     run = kernels::cpu::linear_gemm_amx_bf16;
+    job.grain = kernels::cpu::kColumnGrain;
   }
   job.run = [=](int64_t begin, int64_t end) { run(args, begin, end); };
   return job;

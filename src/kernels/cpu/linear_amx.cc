@@ -111,7 +111,7 @@ void store_tile(const float* c, int cols, int64_t i0, int64_t m, int64_t j0,
 template <bool kA1, bool kB1>
 void tile_block(const LinearArgs& args, const uint16_t* xp, int64_t m_pad, int64_t j0, int cols0,
                 int cols1, int64_t i0, int64_t k_begin, int64_t k_end, bool first, bool last,
-                float* acc) {
+                bool prefetch, float* acc) {
   const auto* w = static_cast<const uint16_t*>(args.w);
   const int64_t k = args.k;
   const auto w_stride = static_cast<size_t>(k * 2);
@@ -129,7 +129,16 @@ void tile_block(const LinearArgs& args, const uint16_t* xp, int64_t m_pad, int64
     if constexpr (kA1 && kB1) _tile_loadd(7, c[3], 64);
   }
   const auto plane = static_cast<size_t>(k / 2 * m_pad * 2);
+  // The next panel's 32 rows, one cache line each per step, into L2: a tile load touches 16
+  // rows at once, and the hardware prefetcher does not follow 32 short strided streams (the
+  // 151936 x 896 lm_head at m = 16 streamed 4 GB/s without this and the single k block).
+  const int64_t ahead = std::min(j0 + 2 * kTile, args.n - 2 * kTile);
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kTileK) {
+    if (prefetch && ahead > j0) {
+      const auto* next = reinterpret_cast<const char*>(w + ahead * k + k0);
+#pragma GCC unroll 32
+      for (int r = 0; r < 2 * kTile; ++r) _mm_prefetch(next + r * w_stride, _MM_HINT_T1);
+    }
     _tile_loadd(0, w + j0 * k + k0, w_stride);
     if constexpr (kA1) _tile_loadd(1, w + (j0 + kTile) * k + k0, w_stride);
     for (int part = 0; part < kParts; ++part) {
@@ -189,13 +198,20 @@ void linear_gemm_amx_bf16(const LinearArgs& args, int64_t n_begin, int64_t n_end
   // k in blocks of kKc: a block of the packed x (3 x m_pad x kKc bf16, 768 KiB at m = 512)
   // stays in L2 while every column panel of the thread uses it; without the blocking the
   // whole packed x was re-read from L3 for every 32 columns. The C tiles of each (panel,
-  // 32 tokens) wait in `acc` between blocks.
+  // 32 tokens) wait in `acc` between blocks. When the whole packed x fits the L2 budget
+  // (batched decode: m_pad * k <= 160 Ki), one block spans k: the C tiles never leave the
+  // tile unit, and each weight row is read front to back in one sweep, not in k slices with
+  // the accumulators of every panel (19 MiB for the Qwen2.5 lm_head) going to memory between
+  // them.
+  const bool one_block = kParts * m_pad * args.k * 2 <= (int64_t{1} << 20);
+  const int64_t kc = one_block ? args.k : kKc;
   const int64_t panels = (n_end - n_begin + 2 * kTile - 1) / (2 * kTile);
   const int64_t token_blocks = (m_pad + 2 * kTile - 1) / (2 * kTile);
-  float* acc = scratch<float, 1>(static_cast<size_t>(panels * token_blocks * 4 * 256));
+  float* acc =
+      scratch<float, 1>(static_cast<size_t>((one_block ? 1 : panels * token_blocks) * 4 * 256));
   int configured = -1;
-  for (int64_t kb = 0; kb < args.k; kb += kKc) {
-    const int64_t kb_end = std::min(args.k, kb + kKc);
+  for (int64_t kb = 0; kb < args.k; kb += kc) {
+    const int64_t kb_end = std::min(args.k, kb + kc);
     const bool first = kb == 0, last = kb_end == args.k;
     for (int64_t p = 0; p < panels; ++p) {
       const int64_t j0 = n_begin + p * 2 * kTile;
@@ -208,17 +224,18 @@ void linear_gemm_amx_bf16(const LinearArgs& args, int64_t n_begin, int64_t n_end
       for (int64_t tb = 0; tb < token_blocks; ++tb) {
         const int64_t i0 = tb * 2 * kTile;
         const bool b1 = i0 + kTile < m_pad;
-        float* a = acc + (p * token_blocks + tb) * 4 * 256;
+        float* a = acc + (one_block ? 0 : (p * token_blocks + tb) * 4 * 256);
+        const bool prefetch = tb == 0;  // later token blocks find the rows in L1/L2
         if (cols1 > 0) {
           b1 ? tile_block<true, true>(args, xp, m_pad, j0, cols0, cols1, i0, kb, kb_end, first,
-                                      last, a)
+                                      last, prefetch, a)
              : tile_block<true, false>(args, xp, m_pad, j0, cols0, cols1, i0, kb, kb_end, first,
-                                       last, a);
+                                       last, prefetch, a);
         } else {
           b1 ? tile_block<false, true>(args, xp, m_pad, j0, cols0, cols1, i0, kb, kb_end, first,
-                                       last, a)
+                                       last, prefetch, a)
              : tile_block<false, false>(args, xp, m_pad, j0, cols0, cols1, i0, kb, kb_end, first,
-                                        last, a);
+                                        last, prefetch, a);
         }
       }
     }
