@@ -6,8 +6,9 @@
 #   scripts/fuzz.sh TARGET SECONDS   fuzz one target (or "all", one after another); new inputs
 #                                    are merged, minimized, into fuzz/seeds/TARGET
 #   scripts/fuzz.sh --campaign TARGET  the acceptance run: 10^6 executions or 30 minutes,
-#                                    whichever comes first, then the merge; prints the row
-#                                    for docs/reliability.md's table
+#                                    whichever comes first, its corpus kept in
+#                                    build-san/corpus/TARGET (not merged into the seeds);
+#                                    prints the row for docs/reliability.md's table
 #   scripts/fuzz.sh --ci [SECONDS]   seeds and regressions, then SECONDS (default 10) per
 #                                    target, without touching fuzz/seeds
 #   scripts/fuzz.sh --configure      configure build-san/ only (scripts/test.sh builds it all)
@@ -80,21 +81,23 @@ fuzz_and_merge() {
   rc=${PIPESTATUS[0]}
   set -e
   [[ $rc -eq 0 ]] || { echo "fuzz: $t failed; see fuzz/findings/$t/" >&2; exit 1; }
+  [[ ${QS_FUZZ_MERGE:-1} == 1 ]] || return 0
   merged=$(mktemp -d)
   "$BUILD/fuzz/${t}_fuzz" -merge=1 "$merged" "fuzz/seeds/$t" "$work" >/dev/null 2>&1
   rm -rf "fuzz/seeds/$t" && mv "$merged" "fuzz/seeds/$t"
 }
 
 # The table row of a finished run: executions, exec/s, cov, ft, corpus (files / size).
-row() {
-  local t=$1 log=$2
-  local execs rate cov ft
-  execs=$(grep -oE '^stat::number_of_executed_units: [0-9]+' "$log" | grep -oE '[0-9]+$')
-  rate=$(grep -oE '^stat::average_exec_per_sec: [0-9]+' "$log" | grep -oE '[0-9]+$')
+row() {  # row TARGET LOG CORPUS_DIR
+  local t=$1 log=$2 corpus=$3
+  local execs rate cov ft secs
+  execs=$(grep -oE '^stat::number_of_executed_units:[[:space:]]+[0-9]+' "$log" | grep -oE '[0-9]+$')
+  rate=$(grep -oE '^stat::average_exec_per_sec:[[:space:]]+[0-9]+' "$log" | grep -oE '[0-9]+$')
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')
   ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+')
-  echo "| $t | $execs | $rate | $cov | $ft | $(find "fuzz/seeds/$t" -type f | wc -l) seeds," \
-    "$(du -sh "fuzz/seeds/$t" | cut -f1) | none |"
+  secs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$log" | grep -oE 'in [0-9]+' | grep -oE '[0-9]+' || echo "?")
+  echo "| $t | $execs in $secs s | $rate | $cov | $ft | $(find "$corpus" -type f | wc -l) inputs," \
+    "$(du -sh --apparent-size "$corpus" | cut -f1) | none |"
 }
 
 case "${1:-}" in
@@ -129,8 +132,10 @@ case "${1:-}" in
     check_targets "$t"
     build "${t}_fuzz"
     log="$BUILD/campaign-$t.log"
-    fuzz_and_merge "$t" "$log" -runs=1000000 -max_total_time=1800
-    row "$t" "$log"
+    # A million executions leave a corpus of thousands of inputs: it stays in build-san/corpus
+    # (the next campaign starts from it) and the committed seeds stay the small, readable set.
+    QS_FUZZ_MERGE=0 fuzz_and_merge "$t" "$log" -runs=1000000 -max_total_time=1800
+    row "$t" "$log" "$BUILD/corpus/$t"
     ;;
   "" | -h | --help)
     sed -n '2,15p' "$0"
@@ -145,7 +150,7 @@ case "${1:-}" in
     build $(printf '%s_fuzz ' "${list[@]}")
     for t in "${list[@]}"; do
       fuzz_and_merge "$t" "$BUILD/fuzz-$t.log" -max_total_time="$seconds"
-      row "$t" "$BUILD/fuzz-$t.log"
+      row "$t" "$BUILD/fuzz-$t.log" "fuzz/seeds/$t"
     done
     ;;
 esac
