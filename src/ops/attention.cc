@@ -129,24 +129,41 @@ __attribute__((always_inline)) inline void attend_tile_impl(
   };
   const int64_t n_keys = tile.key_end - tile.key_begin;
   scores.resize(rows * n_keys);
+  // Per row, once: its query and output pointers and its key range. In the key loops below
+  // these were recomputed per (key, row) with two integer divisions each (r / group, r % group),
+  // which cost more than the 64-element dot product itself at decode.
+  thread_local std::vector<const float*> q_rows;
+  thread_local std::vector<float*> o_rows;
+  thread_local std::vector<int64_t> lo_rows, hi_rows;
+  q_rows.resize(rows), o_rows.resize(rows), lo_rows.resize(rows), hi_rows.resize(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t pos = first_pos + r / group;
+    q_rows[r] = q + out_row(r);
+    o_rows[r] = tile.partial < 0 ? out + out_row(r) : partials + tile.partial + r * (2 + hd) + 2;
+    lo_rows[r] = key_lo(pos);
+    hi_rows[r] = key_hi(pos);
+  }
+  // The cache row of `key`: one division per key, not per element of the loop nest.
+  auto row_of = [&](const T* base, int64_t key) {
+    return base + cache_offset(c, s.block_table, key, tile.kv_head);
+  };
   for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
-    const T* kr = kc + cache_offset(c, s.block_table, key, tile.kv_head);
+    const T* kr = row_of(kc, key);
+    float* sk = scores.data() + (key - tile.key_begin);
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t pos = first_pos + r / group;
-      if (key < key_lo(pos) || key >= key_hi(pos)) continue;
+      if (key < lo_rows[r] || key >= hi_rows[r]) continue;
       float d;
       if constexpr (std::is_same_v<T, uint8_t>) {
-        d = rk != nullptr ? rk->dot(q + out_row(r), kr, hd) : dot<Codec>(q + out_row(r), kr, hd);
+        d = rk != nullptr ? rk->dot(q_rows[r], kr, hd) : dot<Codec>(q_rows[r], kr, hd);
       } else {
-        d = dot<Codec>(q + out_row(r), kr, hd);
+        d = dot<Codec>(q_rows[r], kr, hd);
       }
-      scores[r * n_keys + (key - tile.key_begin)] = d * score_scale;
+      sk[r * n_keys] = d * score_scale;
     }
   }
   std::vector<float> row_max(rows), row_sum(rows);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t pos = first_pos + r / group;
-    const int64_t lo = key_lo(pos), hi = key_hi(pos);
+    const int64_t lo = lo_rows[r], hi = hi_rows[r];
     float* sr = scores.data() + r * n_keys - tile.key_begin;  // indexed by key
     float mx = -std::numeric_limits<float>::infinity(), sum = 0.0f;
     for (int64_t key = lo; key < hi; ++key) mx = std::max(mx, sr[key]);
@@ -156,16 +173,15 @@ __attribute__((always_inline)) inline void attend_tile_impl(
     }
     row_max[r] = mx;
     row_sum[r] = sum;
-    float* o = tile.partial < 0 ? out + out_row(r) : partials + tile.partial + r * (2 + hd) + 2;
-    std::fill_n(o, hd, 0.0f);
+    std::fill_n(o_rows[r], hd, 0.0f);
   }
   for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
-    const T* vr = vc + cache_offset(c, s.block_table, key, tile.kv_head);
+    const T* vr = row_of(vc, key);
+    const float* sk = scores.data() + (key - tile.key_begin);
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t pos = first_pos + r / group;
-      if (key < key_lo(pos) || key >= key_hi(pos)) continue;
-      float* o = tile.partial < 0 ? out + out_row(r) : partials + tile.partial + r * (2 + hd) + 2;
-      const float w = scores[r * n_keys + (key - tile.key_begin)];
+      if (key < lo_rows[r] || key >= hi_rows[r]) continue;
+      float* o = o_rows[r];
+      const float w = sk[r * n_keys];
       if constexpr (std::is_same_v<T, uint8_t>) {
         if (rk != nullptr) {
           rk->axpy(w, vr, o, hd);
