@@ -3,6 +3,8 @@
 
 #include <utility>
 
+#include "core/log.h"
+
 namespace qs::server {
 
 ImageBackend::ImageBackend(std::unique_ptr<diffusion::FluxPipeline> pipeline, ThreadPool& pool)
@@ -52,6 +54,7 @@ void ImageBackend::run() {
     ImageJob& job = next.first;
     const std::shared_ptr<std::atomic<bool>> flag = job.cancelled;
     if (flag->load() || stopping_) {
+      QS_LOG_INFO("image job ended: cancelled before it started");
       next.second(Status(StatusCode::kInternal, "cancelled before it started"));
       continue;
     }
@@ -67,6 +70,7 @@ void ImageBackend::run() {
       images.push_back(std::move(*image));
     }
     if (!failed.ok()) {
+      QS_LOG_INFO("image job ended: %s", failed.message().c_str());
       next.second(failed);
     } else {
       next.second(std::move(images));
