@@ -212,7 +212,7 @@ def test_client_hang_up_cancels_between_steps(image_server, image_client):
     assert png_size(images[0]) == (32, 16)
 
 
-def test_requests_queue_first_come_first_served(image_server, image_client):
+def test_concurrent_requests_each_get_their_own_image(image_server, image_client):
     results = {}
 
     def run(name, seed):
