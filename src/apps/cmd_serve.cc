@@ -179,6 +179,13 @@ Status serve_until_signal(server::HttpServer& http, const server::ServerOptions&
 // the FLUX.1 pipeline behind /v1/images/generations. The LLM flags do not apply to it.
 Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int64_t port,
                     sigset_t* signals) {
+  for (const char* f :
+       {"max-model-len", "chat-template", "max-logprobs", "max-num-seqs", "max-num-batched-tokens",
+        "kv-cache-memory", "gpu-memory-utilization", "no-enable-prefix-caching",
+        "enable-prompt-tokens-details", "quantization", "kv-cache-dtype"}) {
+    if (flags.has(f))
+      QS_LOG_WARN("--%s applies to LLMs only; %s is an image pipeline", f, dir.c_str());
+  }
   QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::FluxPipeline> pipeline,
                       diffusion::FluxPipeline::load(dir));
   server::ModelInfo info;

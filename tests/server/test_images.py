@@ -251,3 +251,11 @@ def test_other_model_name_is_served_with_a_warning(image_client, image_server):
                                      extra_body=FAST)
     assert png_size(base64.b64decode(r.data[0].b64_json)) == (16, 16)
     assert "model mismatch: request specifies 'someone-else'" in image_server.log_text()
+
+
+def test_unsupported_pipeline_is_a_clear_start_error(tmp_path):
+    (tmp_path / "model_index.json").write_text('{"_class_name": "StableDiffusionPipeline"}')
+    out = subprocess.run([str(BINARY), "serve", str(tmp_path), "--port", "0"],
+                         capture_output=True, timeout=30)
+    assert out.returncode == 1
+    assert b"StableDiffusionPipeline" in out.stderr and b"FluxPipeline" in out.stderr
