@@ -175,6 +175,7 @@ def main():
     gguf_seeds()
     openai_seeds()
     image_seeds()
+    images_request_seeds()
     return 0
 
 
@@ -432,6 +433,21 @@ def image_seeds():
         parts = [b""] * len(files) + [request]
         parts[i] = configs[i]
         seed("flux_pipeline", f.replace("/", "_").replace(".json", ""), SEP.join(parts))
+
+
+def images_request_seeds():
+    """POST /v1/images/generations bodies: the fields of vLLM-Omni's ImageGenerationRequest."""
+    bodies = [
+        {"prompt": "a red cube"},
+        {"prompt": "a red cube", "model": "tiny-flux", "n": 2, "size": "32x16", "seed": 7,
+         "num_inference_steps": 2, "response_format": "b64_json", "user": "u"},
+        {"prompt": "x", "negative_prompt": "y", "true_cfg_scale": 2.5, "guidance_scale": 5,
+         "max_sequence_length": 64, "size": "16x16", "response_format": "file"},
+        {"prompt": "x", "size": "30x32", "quality": "hd", "style": "vivid", "extra": [1]},
+        {"prompt": "x", "n": 11, "size": "1024x", "response_format": "url"},
+    ]
+    for i, body in enumerate(bodies):
+        seed("images_request", f"body_{i}", json.dumps(body).encode())
 
 
 if __name__ == "__main__":

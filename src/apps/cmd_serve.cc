@@ -1,7 +1,8 @@
 // apps: `quantserve serve MODEL_DIR [flags]`: the OpenAI-compatible HTTP server, with vLLM's
 // flag names. Loads the model, tokenizer, chat template and generation_config.json, starts
 // the engine thread and the HTTP server on 127.0.0.1:8000 by default, and runs until
-// SIGTERM or SIGINT, which end in-flight requests ("abort") and exit 0.
+// SIGTERM or SIGINT, which end in-flight requests ("abort") and exit 0. A diffusers pipeline
+// directory (model_index.json) is served as an image model (/v1/images/generations) instead.
 #include <pthread.h>
 #include <signal.h>
 
@@ -20,12 +21,14 @@
 #include "apps/sampling_flags.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "diffusion/flux_pipeline.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
 #include "io/generation_config.h"
 #include "models/model.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
+#include "server/image_backend.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -139,6 +142,70 @@ SamplingParams default_params(const io::GenerationConfig& gen) {
   return p;
 }
 
+server::ServerOptions server_options(const Flags& flags, int64_t port, int64_t http_threads) {
+  server::ServerOptions options;
+  options.host = flags.get("host");
+  options.port = static_cast<int>(port);
+  options.api_key = flags.get("api-key");
+  if (options.api_key.empty() && std::getenv("VLLM_API_KEY") != nullptr)
+    options.api_key = std::getenv("VLLM_API_KEY");
+  options.http_threads = static_cast<int>(std::min<int64_t>(http_threads, 1024));
+  return options;
+}
+
+// Binds, logs the address (tests read the port from this line), serves until SIGINT or
+// SIGTERM, then stops the HTTP side; the caller stops its engine after.
+Status serve_until_signal(server::HttpServer& http, const server::ServerOptions& options,
+                          const server::ModelInfo& info, const char* detail, sigset_t* signals) {
+  QS_ASSIGN_OR_RETURN(int bound_port, http.bind());
+  std::thread signal_thread([&http, signals] {
+    int sig = 0;
+    sigwait(signals, &sig);
+    if (sig != SIGUSR1) {
+      QS_LOG_INFO("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      http.shutdown();
+    }
+  });
+  QS_LOG_INFO("serving %s as '%s' on http://%s:%d (%s)", info.root.c_str(),
+              info.served_model_name.c_str(), options.host.c_str(), bound_port, detail);
+  Status served = http.serve();
+  http.shutdown();
+  pthread_kill(signal_thread.native_handle(), SIGUSR1);
+  signal_thread.join();
+  return served;
+}
+
+// A diffusers pipeline directory (model_index.json, as vLLM-Omni detects diffusion models):
+// the FLUX.1 pipeline behind /v1/images/generations. The LLM flags do not apply to it.
+Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int64_t port,
+                    sigset_t* signals) {
+  for (const char* f :
+       {"max-model-len", "chat-template", "max-logprobs", "max-num-seqs", "max-num-batched-tokens",
+        "kv-cache-memory", "gpu-memory-utilization", "no-enable-prefix-caching",
+        "enable-prompt-tokens-details", "quantization", "kv-cache-dtype"}) {
+    if (flags.has(f))
+      QS_LOG_WARN("--%s applies to LLMs only; %s is an image pipeline", f, dir.c_str());
+  }
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::FluxPipeline> pipeline,
+                      diffusion::FluxPipeline::load(dir));
+  server::ModelInfo info;
+  info.served_model_name = flags.has("served-model-name") ? flags.get("served-model-name") : dir;
+  info.root = dir;
+  ThreadPool pool(threads);
+  server::ImageBackend backend(std::move(pipeline), pool);
+  server::ServerMetrics metrics(info.served_model_name, 0);
+  // Requests wait in the backend's queue, each on its own HTTP thread.
+  const server::ServerOptions options = server_options(flags, port, 64);
+  server::HttpServer http(options, info, backend, metrics);
+  char detail[96];
+  std::snprintf(detail, sizeof(detail), "FluxPipeline, /v1/images/generations, %d threads",
+                threads);
+  Status served = serve_until_signal(http, options, info, detail, signals);
+  backend.shutdown();
+  QS_LOG_INFO("server stopped");
+  return served;
+}
+
 Status run(const Flags& flags) {
   const std::string dir = model_dir(flags);
   QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
@@ -156,6 +223,9 @@ Status run(const Flags& flags) {
   // A client that hangs up must be a failed write, not a dead server.
   signal(SIGPIPE, SIG_IGN);
 
+  if (std::filesystem::exists(std::filesystem::path(dir) / "model_index.json")) {
+    return run_pipeline(flags, dir, threads, port, &signals);
+  }
   QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
   QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(dir));
   QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));
@@ -200,32 +270,13 @@ Status run(const Flags& flags) {
   server::EngineBackend backend(std::move(engine));
   server::ServerMetrics metrics(info.served_model_name, info.max_model_len);
 
-  server::ServerOptions options;
-  options.host = flags.get("host");
-  options.port = static_cast<int>(port);
-  options.api_key = flags.get("api-key");
-  if (options.api_key.empty() && std::getenv("VLLM_API_KEY") != nullptr)
-    options.api_key = std::getenv("VLLM_API_KEY");
-  options.http_threads = static_cast<int>(std::min<int64_t>(max_num_seqs + 16, 1024));
+  server::ServerOptions options = server_options(flags, port, max_num_seqs + 16);
   options.enable_prompt_tokens_details = flags.has("enable-prompt-tokens-details");
   server::HttpServer http(options, info, backend, metrics);
-  QS_ASSIGN_OR_RETURN(int bound_port, http.bind());
-
-  std::thread signal_thread([&http, &signals] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (sig != SIGUSR1) {
-      QS_LOG_INFO("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-      http.shutdown();
-    }
-  });
-  QS_LOG_INFO("serving %s as '%s' on http://%s:%d (max_model_len %lld, %d threads)", dir.c_str(),
-              info.served_model_name.c_str(), options.host.c_str(), bound_port,
-              static_cast<long long>(info.max_model_len), threads);
-  Status served = http.serve();
-  http.shutdown();
-  pthread_kill(signal_thread.native_handle(), SIGUSR1);
-  signal_thread.join();
+  char detail[96];
+  std::snprintf(detail, sizeof(detail), "max_model_len %lld, %d threads",
+                static_cast<long long>(info.max_model_len), threads);
+  Status served = serve_until_signal(http, options, info, detail, &signals);
   backend.shutdown();
   QS_LOG_INFO("server stopped");
   return served;
@@ -237,7 +288,10 @@ int cmd_serve(const Args& args) {
   // The access log and lifecycle lines are the server's output: info unless told otherwise.
   if (std::getenv("QS_LOG_LEVEL") == nullptr) set_log_level(LogLevel::kInfo);
   Flags flags;
-  flags.add("model", "checkpoint directory (or give it as the first argument)")
+  flags
+      .add("model",
+           "checkpoint directory, or a FLUX.1 diffusers pipeline directory (or give it as the "
+           "first argument)")
       .add("host", "address to listen on", false, "127.0.0.1")
       .add("port", "port to listen on (0: any free port, logged at start)", false, "8000")
       .add("served-model-name", "the model name clients send (default: the model directory)")

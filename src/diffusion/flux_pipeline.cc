@@ -17,6 +17,8 @@ namespace {
 
 // CLIPTokenizer's model_max_length in every FLUX checkpoint.
 constexpr int64_t kClipTokens = 77;
+// FluxPipeline.default_sample_size: the latent side of the default image.
+constexpr int64_t kDefaultSampleSize = 128;
 
 }  // namespace
 
@@ -91,14 +93,25 @@ Status FluxPipeline::latent_shape(const FluxRequest& req, int64_t* n_img, int64_
   return ok_status();
 }
 
-Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& pool) const {
+int64_t FluxPipeline::default_size() const {
+  return kDefaultSampleSize * vae_.config().scale();
+}
+
+Status FluxPipeline::validate(const FluxRequest& req) const {
   if (req.steps <= 0 || req.steps > 1000) return invalid_argument("steps must be 1 to 1000");
   if (req.max_sequence_length <= 0 || req.max_sequence_length > 512) {
     return invalid_argument("max_sequence_length must be 1 to 512");
   }
-  if (!(req.true_cfg_scale >= 0) || !std::isfinite(req.guidance_scale)) {
+  if (!(req.true_cfg_scale >= 0) || !std::isfinite(req.true_cfg_scale) ||
+      !std::isfinite(req.guidance_scale)) {
     return invalid_argument("guidance_scale / true_cfg_scale must be finite, true_cfg >= 0");
   }
+  int64_t n_img = 0, ch = 0;
+  return latent_shape(req, &n_img, &ch);
+}
+
+Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& pool) const {
+  QS_RETURN_IF_ERROR(validate(req));
   int64_t n_img = 0, ch = 0;
   QS_RETURN_IF_ERROR(latent_shape(req, &n_img, &ch));
   const int64_t unit = vae_.config().scale() * 2, h2 = req.height / unit, w2 = req.width / unit;
@@ -158,6 +171,10 @@ Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& poo
     }
     flow_match_step(sched, i, v.data(), n_img * ch, latents.data());
     if (req.on_step) req.on_step(i, req.steps, latents);
+    if (req.cancelled && req.cancelled()) {
+      return Status(StatusCode::kInternal, "cancelled after step " + std::to_string(i + 1) + "/" +
+                                               std::to_string(req.steps));
+    }
   }
 
   // _unpack_latents: [h2 * w2, c * 4] -> [c, 2 h2, 2 w2], then z / scaling + shift.

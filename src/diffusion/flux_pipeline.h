@@ -37,6 +37,9 @@ struct FluxRequest {
   std::vector<float> noise;
   // Called after each step with (step index, steps, latents [n_img, channels]).
   std::function<void(int64_t, int64_t, const std::vector<float>&)> on_step;
+  // Asked after each step: true ends the run there with an error ("cancelled after step
+  // i/n"), so a server can drop an image whose client has gone.
+  std::function<bool()> cancelled;
 };
 
 struct FluxImage {
@@ -48,6 +51,12 @@ struct FluxImage {
 class FluxPipeline {
  public:
   static Result<std::unique_ptr<FluxPipeline>> load(const std::string& dir);
+
+  // Every check generate() makes before it runs anything (size, steps, sequence length,
+  // guidance), so a server can answer a bad request before queueing it.
+  Status validate(const FluxRequest& req) const;
+  // diffusers' FluxPipeline default: default_sample_size (128) x vae_scale_factor a side.
+  int64_t default_size() const;
 
   // The packed latent grid a request of this size runs on: n_img tokens of `channels`.
   Status latent_shape(const FluxRequest& req, int64_t* n_img, int64_t* channels) const;

@@ -45,6 +45,29 @@ Status write_png(const std::string& path, int64_t width, int64_t height,
   return ok_status();
 }
 
+Result<std::string> encode_png(int64_t width, int64_t height, const std::vector<uint8_t>& rgb8) {
+  if (width <= 0 || height <= 0 || rgb8.size() != static_cast<size_t>(width * height * 3)) {
+    return invalid_argument("encode_png: pixel buffer does not match " + std::to_string(width) +
+                            "x" + std::to_string(height));
+  }
+  png_image img{};
+  img.version = PNG_IMAGE_VERSION;
+  img.width = static_cast<png_uint_32>(width);
+  img.height = static_cast<png_uint_32>(height);
+  img.format = PNG_FORMAT_RGB;
+  // libpng's two-call protocol: a null buffer asks for the size, the second call writes.
+  png_alloc_size_t size = 0;
+  if (!png_image_write_to_memory(&img, nullptr, &size, 0, rgb8.data(), 0, nullptr)) {
+    return Status(StatusCode::kInternal, std::string("encode_png: ") + img.message);
+  }
+  std::string out(size, '\0');
+  if (!png_image_write_to_memory(&img, out.data(), &size, 0, rgb8.data(), 0, nullptr)) {
+    return Status(StatusCode::kInternal, std::string("encode_png: ") + img.message);
+  }
+  out.resize(size);
+  return out;
+}
+
 Status read_png(const std::string& path, int64_t* width, int64_t* height,
                 std::vector<uint8_t>* rgb8) {
   png_image img{};

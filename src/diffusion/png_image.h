@@ -17,6 +17,9 @@ std::vector<uint8_t> to_rgb8(const std::vector<float>& rgb);
 Status write_png(const std::string& path, int64_t width, int64_t height,
                  const std::vector<uint8_t>& rgb8);
 
+// The same PNG as write_png, in memory (the server's responses: no file per request).
+Result<std::string> encode_png(int64_t width, int64_t height, const std::vector<uint8_t>& rgb8);
+
 // Reads an 8-bit RGB or RGBA PNG (alpha dropped; grey, palette and 16-bit converted).
 Status read_png(const std::string& path, int64_t* width, int64_t* height,
                 std::vector<uint8_t>* rgb8);

@@ -32,9 +32,22 @@ HttpServer::HttpServer(ServerOptions options, const ModelInfo& model, Generation
                        ServerMetrics& metrics)
     : options_(std::move(options)),
       model_(model),
-      backend_(backend),
+      backend_(&backend),
       metrics_(metrics),
-      generation_(model, backend, metrics, inflight_, options_.enable_prompt_tokens_details),
+      generation_(std::make_unique<GenerationHandler>(model, backend, metrics, inflight_,
+                                                      options_.enable_prompt_tokens_details)),
+      http_(std::make_unique<httplib::Server>()),
+      started_(static_cast<int64_t>(std::time(nullptr))) {
+  install_routes();
+}
+
+HttpServer::HttpServer(ServerOptions options, const ModelInfo& model, ImageBackend& images,
+                       ServerMetrics& metrics)
+    : options_(std::move(options)),
+      model_(model),
+      images_(&images),
+      metrics_(metrics),
+      images_handler_(std::make_unique<ImagesHandler>(model, images, inflight_)),
       http_(std::make_unique<httplib::Server>()),
       started_(static_cast<int64_t>(std::time(nullptr))) {
   install_routes();
@@ -96,22 +109,44 @@ void HttpServer::install_routes() {
   auto generate = [this](Endpoint endpoint) {
     return [this, endpoint](const httplib::Request& req, httplib::Response& res) {
       if (draining_) return send_error(res, service_unavailable("The server is shutting down."));
-      generation_.handle(endpoint, req, res, res.get_header_value(kRequestIdHeader));
+      if (!generation_) {
+        // vLLM's answer where the model has no handler for the endpoint.
+        return send_error(res, bad_request(endpoint == Endpoint::kChat
+                                               ? "The model does not support Chat Completions API"
+                                               : "The model does not support Completions API"));
+      }
+      generation_->handle(endpoint, req, res, res.get_header_value(kRequestIdHeader));
     };
   };
   s.Post("/v1/completions", generate(Endpoint::kCompletions));
   s.Post("/v1/chat/completions", generate(Endpoint::kChat));
+  s.Post("/v1/images/generations", [this](const httplib::Request& req, httplib::Response& res) {
+    if (draining_) return send_error(res, service_unavailable("The server is shutting down."));
+    if (!images_handler_) {
+      return send_error(res, service_unavailable("Diffusion engine not initialized. Start server "
+                                                 "with a diffusion model."));
+    }
+    images_handler_->handle(req, res, res.get_header_value(kRequestIdHeader));
+  });
+  // Tokenizer endpoints need the LLM's tokenizer.
+  auto no_tokenizer = [this](httplib::Response& res) {
+    if (model_.tokenizer) return false;
+    send_error(res, bad_request("The model does not support Tokenization API"));
+    return true;
+  };
 
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(to_wire(models_response(model_, started_)), "application/json");
   });
-  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/tokenize", [this, no_tokenizer](const httplib::Request& req, httplib::Response& res) {
+    if (no_tokenizer(res)) return;
     TokenizeRequest t;
     if (auto e = parse_tokenize_request(req.body, model_, &t)) return send_error(res, *e);
     res.set_content(to_wire(tokenize_response(t.ids, t.return_token_strs, model_)),
                     "application/json");
   });
-  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/detokenize", [this, no_tokenizer](const httplib::Request& req, httplib::Response& res) {
+    if (no_tokenizer(res)) return;
     DetokenizeRequest d;
     if (auto e = parse_detokenize_request(req.body, model_, &d)) return send_error(res, *e);
     const std::string text = model_.tokenizer->decode(d.ids, /*skip_special=*/true);
@@ -119,7 +154,7 @@ void HttpServer::install_routes() {
   });
   auto health = [this](const httplib::Request&, httplib::Response& res) {
     // vLLM: 200 with an empty body while the engine lives, 503 once it has died.
-    res.status = backend_.healthy() ? 200 : 503;
+    res.status = (backend_ ? backend_->healthy() : images_->healthy()) ? 200 : 503;
     if (res.status != 200) send_error(res, service_unavailable("The engine is not running."));
   };
   s.Get("/health", health);
@@ -129,7 +164,7 @@ void HttpServer::install_routes() {
     res.set_content(to_wire(Json{{"version", QS_VERSION}}), "application/json");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    metrics_.set_engine_stats(backend_.stats());
+    if (backend_) metrics_.set_engine_stats(backend_->stats());
     res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
   });
 }
@@ -156,7 +191,11 @@ void HttpServer::shutdown() {
   if (draining_.exchange(true)) return;
   // New generation requests now get 503; everything in flight ends with "abort" and its
   // response (stream or body) is completed before the listener goes.
-  for (const std::string& id : inflight_.ids()) backend_.abort(id);
+  if (backend_) {
+    for (const std::string& id : inflight_.ids()) backend_->abort(id);
+  } else {
+    images_->cancel_all();
+  }
   if (!inflight_.wait_empty(kDrainTimeout)) {
     QS_LOG_WARN("shutdown: requests still in flight after %lld ms; closing anyway",
                 static_cast<long long>(kDrainTimeout.count()));

@@ -4,7 +4,10 @@
 // `Authorization: Bearer <key>`; the others stay open, as in vLLM. Each request gets an id
 // (the client's X-Request-Id, else a random one) echoed in the X-Request-Id header, the
 // response id and one access-log line. shutdown() stops accepting work, aborts what is in
-// flight, lets those responses end, then stops the listener.
+// flight, lets those responses end, then stops the listener. A pipeline server (a diffusers
+// directory) answers POST /v1/images/generations instead of the text endpoints, which then
+// say the model does not support them, as vLLM-Omni's diffusion server; an LLM server answers
+// the images endpoint with vLLM-Omni's 503 "Diffusion engine not initialized".
 #pragma once
 
 #include <atomic>
@@ -14,6 +17,8 @@
 #include "core/status.h"
 #include "server/backend.h"
 #include "server/generation_handler.h"
+#include "server/image_backend.h"
+#include "server/images_handler.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 
@@ -37,6 +42,9 @@ class HttpServer {
   // All references must outlive the server.
   HttpServer(ServerOptions options, const ModelInfo& model, GenerationBackend& backend,
              ServerMetrics& metrics);
+  // A pipeline server: `model` names it (no tokenizer), `images` generates.
+  HttpServer(ServerOptions options, const ModelInfo& model, ImageBackend& images,
+             ServerMetrics& metrics);
   ~HttpServer();
 
   // Binds the listening socket; returns the port.
@@ -51,10 +59,12 @@ class HttpServer {
 
   ServerOptions options_;
   const ModelInfo& model_;
-  GenerationBackend& backend_;
+  GenerationBackend* backend_ = nullptr;  // exactly one of backend_ and images_ is set
+  ImageBackend* images_ = nullptr;
   ServerMetrics& metrics_;
   InflightRequests inflight_;
-  GenerationHandler generation_;
+  std::unique_ptr<GenerationHandler> generation_;
+  std::unique_ptr<ImagesHandler> images_handler_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> draining_{false};
   const int64_t started_ = 0;  // unix seconds, the `created` of /v1/models

@@ -175,9 +175,43 @@ Json models_response(const ModelInfo& model, int64_t created) {
                {"owned_by", "vllm"},
                {"root", model.root},
                {"parent", nullptr},
-               {"max_model_len", model.max_model_len},
+               // A pipeline has no context length: null, as for a model without one.
+               {"max_model_len", model.max_model_len > 0 ? Json(model.max_model_len) : Json()},
                {"permission", Json::array({permission})}};
   return {{"object", "list"}, {"data", Json::array({card})}};
+}
+
+std::string base64_encode(const std::string& bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t v = static_cast<uint32_t>(static_cast<uint8_t>(bytes[i])) << 16 |
+                       static_cast<uint32_t>(static_cast<uint8_t>(bytes[i + 1])) << 8 |
+                       static_cast<uint8_t>(bytes[i + 2]);
+    for (int k = 3; k >= 0; --k) out.push_back(kAlphabet[(v >> (6 * k)) & 63]);
+  }
+  if (i < bytes.size()) {
+    const bool two = i + 1 < bytes.size();
+    const uint32_t v = static_cast<uint32_t>(static_cast<uint8_t>(bytes[i])) << 16 |
+                       (two ? static_cast<uint32_t>(static_cast<uint8_t>(bytes[i + 1])) << 8 : 0);
+    out.push_back(kAlphabet[(v >> 18) & 63]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.push_back(two ? kAlphabet[(v >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+Json images_response(int64_t created, const std::vector<std::string>& pngs) {
+  Json data = Json::array();
+  for (const std::string& png : pngs) {
+    data.push_back(
+        {{"b64_json", base64_encode(png)}, {"url", nullptr}, {"revised_prompt", nullptr}});
+  }
+  return {{"created", created}, {"data", std::move(data)}};
 }
 
 Json tokenize_response(const std::vector<int32_t>& ids, bool return_token_strs,

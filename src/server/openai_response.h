@@ -80,6 +80,12 @@ Json usage_chunk(Endpoint endpoint, const ResponseHeader& h, const Usage& usage)
 
 // GET /v1/models for the one served model.
 Json models_response(const ModelInfo& model, int64_t created);
+// RFC 4648 base64 with padding (OpenAI's b64_json).
+std::string base64_encode(const std::string& bytes);
+// POST /v1/images/generations with response_format b64_json: {created, data: [{b64_json,
+// url: null, revised_prompt: null}]}, one entry per PNG, as vLLM-Omni's ImageGenerationResponse.
+Json images_response(int64_t created, const std::vector<std::string>& pngs);
+
 // POST /tokenize.
 Json tokenize_response(const std::vector<int32_t>& ids, bool return_token_strs,
                        const ModelInfo& model);

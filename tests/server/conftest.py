@@ -24,10 +24,14 @@ START_TIMEOUT_S = 30
 class Server:
     """A running `quantserve serve` process; its log (stderr) goes to a file."""
 
-    def __init__(self, tmp_path, extra_args=(), env=None):
+    def __init__(self, tmp_path, extra_args=(), env=None, model_dir=MODEL_DIR,
+                 model_name=MODEL_NAME):
         self.log_path = tmp_path / "server.log"
-        args = [str(BINARY), "serve", str(MODEL_DIR), "--port", "0", "--threads", "1",
-                "--served-model-name", MODEL_NAME, "--chat-template", CHAT_TEMPLATE, *extra_args]
+        args = [str(BINARY), "serve", str(model_dir), "--port", "0", "--threads", "1",
+                "--served-model-name", model_name]
+        if model_dir == MODEL_DIR:
+            args += ["--chat-template", CHAT_TEMPLATE]
+        args += list(extra_args)
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log,
                                      env={**os.environ, **(env or {})})
