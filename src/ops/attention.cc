@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "core/check.h"
+#include "kernels/cpu/attention_dots_cpu.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kv_fp8_cpu.h"
 #include "ops/elementwise.h"
@@ -107,7 +108,7 @@ template <class Codec>
 __attribute__((always_inline)) inline void attend_tile_impl(
     const float* q, const PagedKvLayer& c, const AttentionSeq& s, const AttentionParams& p,
     const Tile& tile, std::vector<float>& scores, float* out, float* partials,
-    const Fp8RowKernels* rk) {
+    const Fp8RowKernels* rk, bool dots16) {
   using T = typename Codec::T;
   const int64_t hd = c.head_dim, group = p.n_heads / c.n_kv_heads;
   const auto* kc = static_cast<const T*>(c.k);
@@ -147,7 +148,31 @@ __attribute__((always_inline)) inline void attend_tile_impl(
   auto row_of = [&](const T* base, int64_t key) {
     return base + cache_offset(c, s.block_table, key, tile.kv_head);
   };
-  for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, uint16_t>) {
+    if (dots16) {
+      // Sixteen keys of one block per call (kernels/cpu/attention_dots_cpu.h); a row's
+      // scores outside its causal range are written but never read.
+      const int64_t stride = c.n_kv_heads * hd;
+      float d16[16];
+      for (int64_t key = tile.key_begin; key < tile.key_end;) {
+        const int n = static_cast<int>(
+            std::min<int64_t>({16, tile.key_end - key, c.block_size - key % c.block_size}));
+        const T* kr = row_of(kc, key);
+        float* sk = scores.data() + (key - tile.key_begin);
+        for (int64_t r = 0; r < rows; ++r) {
+          if (key + n <= lo_rows[r] || key >= hi_rows[r]) continue;
+          if constexpr (std::is_same_v<T, float>) {
+            kernels::cpu::attn_dots16_f32_avx512(q_rows[r], kr, stride, n, hd, d16);
+          } else {
+            kernels::cpu::attn_dots16_bf16_avx512(q_rows[r], kr, stride, n, hd, d16);
+          }
+          for (int j = 0; j < n; ++j) sk[r * n_keys + j] = d16[j] * score_scale;
+        }
+        key += n;
+      }
+    }
+  }
+  for (int64_t key = tile.key_begin; key < tile.key_end && !dots16; ++key) {
     const T* kr = row_of(kc, key);
     float* sk = scores.data() + (key - tile.key_begin);
     for (int64_t r = 0; r < rows; ++r) {
@@ -175,7 +200,32 @@ __attribute__((always_inline)) inline void attend_tile_impl(
     row_sum[r] = sum;
     std::fill_n(o_rows[r], hd, 0.0f);
   }
-  for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, uint16_t>) {
+    if (dots16) {
+      const int64_t stride = c.n_kv_heads * hd;
+      float w16[16];
+      for (int64_t key = tile.key_begin; key < tile.key_end;) {
+        const int n = static_cast<int>(
+            std::min<int64_t>({16, tile.key_end - key, c.block_size - key % c.block_size}));
+        const T* vr = row_of(vc, key);
+        const float* sk = scores.data() + (key - tile.key_begin);
+        for (int64_t r = 0; r < rows; ++r) {
+          if (key + n <= lo_rows[r] || key >= hi_rows[r]) continue;
+          // Keys outside the row's range weigh nothing (their scores were never normalised).
+          for (int j = 0; j < n; ++j) {
+            w16[j] = key + j >= lo_rows[r] && key + j < hi_rows[r] ? sk[r * n_keys + j] : 0.0f;
+          }
+          if constexpr (std::is_same_v<T, float>) {
+            kernels::cpu::attn_wsum16_f32_avx512(w16, vr, stride, n, hd, o_rows[r]);
+          } else {
+            kernels::cpu::attn_wsum16_bf16_avx512(w16, vr, stride, n, hd, o_rows[r]);
+          }
+        }
+        key += n;
+      }
+    }
+  }
+  for (int64_t key = tile.key_begin; key < tile.key_end && !dots16; ++key) {
     const T* vr = row_of(vc, key);
     const float* sk = scores.data() + (key - tile.key_begin);
     for (int64_t r = 0; r < rows; ++r) {
@@ -208,8 +258,8 @@ __attribute__((always_inline)) inline void attend_tile_impl(
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void name(    \
       const float* q, const PagedKvLayer& c, const AttentionSeq& s, const AttentionParams& p, \
       const Tile& tile, std::vector<float>& scores, float* out, float* partials,              \
-      const Fp8RowKernels* rk) {                                                              \
-    attend_tile_impl<Codec>(q, c, s, p, tile, scores, out, partials, rk);                     \
+      const Fp8RowKernels* rk, bool dots16) {                                                 \
+    attend_tile_impl<Codec>(q, c, s, p, tile, scores, out, partials, rk, dots16);             \
   }
 QS_ATTEND_TILE(attend_tile_f32, KvF32)
 QS_ATTEND_TILE(attend_tile_bf16, KvBF16)
@@ -219,7 +269,7 @@ QS_ATTEND_TILE(attend_tile_e5m2, KvFp8E5M2)
 
 using AttendTileFn = void (*)(const float*, const PagedKvLayer&, const AttentionSeq&,
                               const AttentionParams&, const Tile&, std::vector<float>&, float*,
-                              float*, const Fp8RowKernels*);
+                              float*, const Fp8RowKernels*, bool);
 
 // The AVX-512 fp8 row loops for a cache of `t`, or null (other dtypes, or no AVX-512: the
 // portable codec loops run).
@@ -434,10 +484,14 @@ Status paged_attention(const float* q, const PagedKvLayer& cache,
   const int64_t n_tiles = static_cast<int64_t>(tiles.size());
   const AttendTileFn attend_tile = attend_tile_for(cache.dtype);
   const Fp8RowKernels* rk = fp8_row_kernels_for(cache.dtype);
+  const bool dots16 = kernels::active_isa() == kernels::Isa::kAvx512 && cache.head_dim % 16 == 0 &&
+                      cache.head_dim <= 256 &&
+                      (cache.dtype == DType::kF32 || cache.dtype == DType::kBF16);
   pool.run([&](int thread, int n_threads) {
     std::vector<float> scores;  // [rows, n_keys] of the current tile
     for (int64_t i = thread; i < n_tiles; i += n_threads) {
-      attend_tile(q, cache, seqs[tiles[i].seq], params, tiles[i], scores, out, partials.data(), rk);
+      attend_tile(q, cache, seqs[tiles[i].seq], params, tiles[i], scores, out, partials.data(), rk,
+                  dots16);
     }
   });
   // Merge the parts of split tiles: softmax over all keys from per-part (max, sum, output).
