@@ -203,7 +203,7 @@ Result<Job> dense_job(kernels::Isa isa, const float* x, int64_t m, const Tensor&
   const kernels::cpu::LinearArgs args{x, m, k, w.data, w.dtype, n, bias, y};
   LinearKernel run = kernel;
   // Narrow matrices (k/v projections) lose more to packing x than the tiles win (measured,
-  // docs/kernels.md "AMX bf16 GEMM"). From 9 rows on (batched decode) the tiles beat the GEMV,
+  // docs/kernels.md "AMX bf16 GEMM"). From 8 rows on (batched decode) the tiles beat the GEMV,
   // which is compute-bound there.
   if (isa == kernels::Isa::kAvx512 && m >= kernels::cpu::kAmxBf16MinRows &&
       n >= kernels::cpu::kAmxBf16MinCols && kernels::amx_active() &&

@@ -48,11 +48,11 @@ bool linear_amx_bf16_supports(const LinearArgs& a);
 // The ops use it from this many output columns (the 128-column k/v projection of
 // Qwen2.5-0.5B ran 0.6x the AVX-512 GEMM, the 896-column q/o 1.5x).
 constexpr int64_t kAmxBf16MinCols = 256;
-// ... and from this many rows of x: at m = 16 the GEMV (f32 FMAs on widened weights, 4 rows
-// of x at a time) is compute-bound and the tiles ran the Qwen2.5 lm_head 2.5x, q/o 2x as fast;
-// at m = 2 the GEMV was 5-15% ahead, at m = 8 the two were within noise (bench/linear_bench
-// small_m, docs/kernels.md).
-constexpr int64_t kAmxBf16MinRows = 9;
+// ... and from this many rows of x (batched decode): the GEMV (f32 FMAs on widened weights,
+// 4 rows of x at a time) is compute-bound there, and the tiles ran the Qwen2.5-0.5B matmuls
+// and lm_head 1.4x as fast at m = 8 and 1.8-2.4x at m = 16; at m = 2-4 the two were level
+// or the GEMV ahead (bench/linear_bench small_m, docs/kernels.md).
+constexpr int64_t kAmxBf16MinRows = 8;
 void linear_gemm_amx_bf16(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 void linear_gemm_avx2(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 
