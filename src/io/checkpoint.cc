@@ -222,7 +222,15 @@ Result<json> read_json(const std::string& path) {
 }
 
 Status write_json(const std::string& path, const json& value) {
-  return write_file(path, value.dump(2) + "\n");
+  std::string text;
+  try {
+    text = value.dump(2) + "\n";
+  } catch (const json::exception& e) {
+    // A string that is not UTF-8 (type_error 316): the value was built from a binary file
+    // whose reader should have refused it; an error here keeps that from ending the process.
+    return data_loss(path + ": cannot be written as JSON: " + e.what());
+  }
+  return write_file(path, text);
 }
 
 }  // namespace qs::io

@@ -5,8 +5,10 @@
 #include <unordered_set>
 
 #include "core/mmap_file.h"
+#include "io/checkpoint.h"
 #include "tokenizer/llama2c_tokenizer.h"
 #include "tokenizer/pretokenize.h"
+#include "tokenizer/utf8.h"
 
 namespace qs::tok {
 
@@ -16,6 +18,26 @@ using nlohmann::json;
 
 // tokenizer.ggml.token_type values are SentencePiece's piece types.
 constexpr int64_t kTypeNormal = 1, kTypeControl = 3, kTypeUserDefined = 4, kTypeByte = 6;
+
+// GGUF strings are UTF-8 by the format; the tokenizer files written from them are JSON, which
+// cannot hold anything else (nlohmann's dump throws on such a string), so a file that breaks
+// the rule is refused here, naming the key and the entry.
+Result<std::vector<std::string>> utf8_string_array(const io::GgufFile& g, const std::string& key) {
+  QS_ASSIGN_OR_RETURN(std::vector<std::string> v, g.get_string_array(key));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!utf8_is_valid(v[i])) {
+      return data_loss(g.path() + ": " + key + "[" + std::to_string(i) +
+                       "] is not valid UTF-8 (GGUF strings are)");
+    }
+  }
+  return v;
+}
+
+Result<std::string> utf8_string(const io::GgufFile& g, const std::string& key) {
+  QS_ASSIGN_OR_RETURN(std::string v, g.get_string(key));
+  if (!utf8_is_valid(v)) return data_loss(g.path() + ": " + key + " is not valid UTF-8");
+  return v;
+}
 
 Result<int64_t> optional_id(const io::GgufFile& g, const std::string& key, int64_t n_tokens) {
   return g.get_token_id(key, n_tokens);
@@ -35,7 +57,7 @@ Result<std::vector<int64_t>> token_types(const io::GgufFile& g, size_t n_tokens)
 Result<json> pre_tokenizer_for(const io::GgufFile& g) {
   std::string pre = "default";
   if (g.has("tokenizer.ggml.pre")) {
-    QS_ASSIGN_OR_RETURN(pre, g.get_string("tokenizer.ggml.pre"));
+    QS_ASSIGN_OR_RETURN(pre, utf8_string(g, "tokenizer.ggml.pre"));
   }
   const json byte_level = {{"type", "ByteLevel"},
                            {"add_prefix_space", false},
@@ -88,7 +110,7 @@ Result<json> common_config(const io::GgufFile& g, const std::vector<std::string>
   c["add_bos_token"] = add_bos && c.contains("bos_token");
   c["add_eos_token"] = false;
   if (g.has("tokenizer.chat_template")) {
-    QS_ASSIGN_OR_RETURN(std::string t, g.get_string("tokenizer.chat_template"));
+    QS_ASSIGN_OR_RETURN(std::string t, utf8_string(g, "tokenizer.chat_template"));
     c["chat_template"] = t;
   }
   return c;
@@ -158,9 +180,11 @@ Status import_spm(const io::GgufFile& g, const std::vector<std::string>& tokens,
 }  // namespace
 
 Result<json> gguf_bpe_tokenizer_json(const io::GgufFile& g) {
-  QS_ASSIGN_OR_RETURN(std::vector<std::string> tokens, g.get_string_array("tokenizer.ggml.tokens"));
+  QS_ASSIGN_OR_RETURN(std::vector<std::string> tokens,
+                      utf8_string_array(g, "tokenizer.ggml.tokens"));
   QS_ASSIGN_OR_RETURN(std::vector<int64_t> types, token_types(g, tokens.size()));
-  QS_ASSIGN_OR_RETURN(std::vector<std::string> merges, g.get_string_array("tokenizer.ggml.merges"));
+  QS_ASSIGN_OR_RETURN(std::vector<std::string> merges,
+                      utf8_string_array(g, "tokenizer.ggml.merges"));
   const int64_t n = static_cast<int64_t>(tokens.size());
   json vocab = json::object();
   json added = json::array();
@@ -232,7 +256,8 @@ Result<json> gguf_bpe_tokenizer_json(const io::GgufFile& g) {
 Status import_gguf_tokenizer(const io::GgufFile& g, const std::string& out_dir) {
   namespace fs = std::filesystem;
   QS_ASSIGN_OR_RETURN(std::string kind, g.get_string("tokenizer.ggml.model"));
-  QS_ASSIGN_OR_RETURN(std::vector<std::string> tokens, g.get_string_array("tokenizer.ggml.tokens"));
+  QS_ASSIGN_OR_RETURN(std::vector<std::string> tokens,
+                      utf8_string_array(g, "tokenizer.ggml.tokens"));
   if (tokens.empty()) return data_loss(g.path() + ": tokenizer.ggml.tokens is empty");
   if (kind == "llama") return import_spm(g, tokens, out_dir);
   if (kind != "gpt2") {
@@ -258,9 +283,9 @@ Status import_gguf_tokenizer(const io::GgufFile& g, const std::string& out_dir) 
   fs::create_directories(out_dir, ec);
   if (ec) return io_error(out_dir + ": cannot create directory: " + ec.message());
   const fs::path dir(out_dir);
-  QS_RETURN_IF_ERROR(write_file((dir / "tokenizer.json").string(), tokenizer.dump(2) + "\n"));
-  QS_RETURN_IF_ERROR(write_file((dir / "tokenizer_config.json").string(), config.dump(2) + "\n"));
-  return write_file((dir / "special_tokens_map.json").string(), map.dump(2) + "\n");
+  QS_RETURN_IF_ERROR(io::write_json((dir / "tokenizer.json").string(), tokenizer));
+  QS_RETURN_IF_ERROR(io::write_json((dir / "tokenizer_config.json").string(), config));
+  return io::write_json((dir / "special_tokens_map.json").string(), map);
 }
 
 }  // namespace qs::tok
