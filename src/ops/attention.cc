@@ -104,6 +104,35 @@ constexpr Fp8RowKernels kE4M3Avx512 = {kernels::cpu::kv_dot_e4m3_avx512,
 constexpr Fp8RowKernels kE5M2Avx512 = {kernels::cpu::kv_dot_e5m2_avx512,
                                        kernels::cpu::kv_axpy_e5m2_avx512};
 
+// The sixteen-key AVX-512 kernels of each cache dtype (kernels/cpu/attention_dots_cpu.h).
+template <class Codec>
+void dots16_for(const float* q, const typename Codec::T* k, int64_t stride, int n, int64_t hd,
+                float* out) {
+  if constexpr (Codec::kType == DType::kF32) {
+    kernels::cpu::attn_dots16_f32_avx512(q, k, stride, n, hd, out);
+  } else if constexpr (Codec::kType == DType::kBF16) {
+    kernels::cpu::attn_dots16_bf16_avx512(q, k, stride, n, hd, out);
+  } else if constexpr (Codec::kType == DType::kF8E4M3) {
+    kernels::cpu::attn_dots16_e4m3_avx512(q, k, stride, n, hd, out);
+  } else {
+    kernels::cpu::attn_dots16_e5m2_avx512(q, k, stride, n, hd, out);
+  }
+}
+
+template <class Codec>
+void wsum16_for(const float* w, const typename Codec::T* v, int64_t stride, int n, int64_t hd,
+                float* o) {
+  if constexpr (Codec::kType == DType::kF32) {
+    kernels::cpu::attn_wsum16_f32_avx512(w, v, stride, n, hd, o);
+  } else if constexpr (Codec::kType == DType::kBF16) {
+    kernels::cpu::attn_wsum16_bf16_avx512(w, v, stride, n, hd, o);
+  } else if constexpr (Codec::kType == DType::kF8E4M3) {
+    kernels::cpu::attn_wsum16_e4m3_avx512(w, v, stride, n, hd, o);
+  } else {
+    kernels::cpu::attn_wsum16_e5m2_avx512(w, v, stride, n, hd, o);
+  }
+}
+
 template <class Codec>
 __attribute__((always_inline)) inline void attend_tile_impl(
     const float* q, const PagedKvLayer& c, const AttentionSeq& s, const AttentionParams& p,
@@ -148,7 +177,7 @@ __attribute__((always_inline)) inline void attend_tile_impl(
   auto row_of = [&](const T* base, int64_t key) {
     return base + cache_offset(c, s.block_table, key, tile.kv_head);
   };
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, uint16_t>) {
+  {
     if (dots16) {
       // Sixteen keys of one block per call (kernels/cpu/attention_dots_cpu.h); a row's
       // scores outside its causal range are written but never read.
@@ -161,11 +190,7 @@ __attribute__((always_inline)) inline void attend_tile_impl(
         float* sk = scores.data() + (key - tile.key_begin);
         for (int64_t r = 0; r < rows; ++r) {
           if (key + n <= lo_rows[r] || key >= hi_rows[r]) continue;
-          if constexpr (std::is_same_v<T, float>) {
-            kernels::cpu::attn_dots16_f32_avx512(q_rows[r], kr, stride, n, hd, d16);
-          } else {
-            kernels::cpu::attn_dots16_bf16_avx512(q_rows[r], kr, stride, n, hd, d16);
-          }
+          dots16_for<Codec>(q_rows[r], kr, stride, n, hd, d16);
           for (int j = 0; j < n; ++j) sk[r * n_keys + j] = d16[j] * score_scale;
         }
         key += n;
@@ -200,7 +225,7 @@ __attribute__((always_inline)) inline void attend_tile_impl(
     row_sum[r] = sum;
     std::fill_n(o_rows[r], hd, 0.0f);
   }
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, uint16_t>) {
+  {
     if (dots16) {
       const int64_t stride = c.n_kv_heads * hd;
       float w16[16];
@@ -215,11 +240,7 @@ __attribute__((always_inline)) inline void attend_tile_impl(
           for (int j = 0; j < n; ++j) {
             w16[j] = key + j >= lo_rows[r] && key + j < hi_rows[r] ? sk[r * n_keys + j] : 0.0f;
           }
-          if constexpr (std::is_same_v<T, float>) {
-            kernels::cpu::attn_wsum16_f32_avx512(w16, vr, stride, n, hd, o_rows[r]);
-          } else {
-            kernels::cpu::attn_wsum16_bf16_avx512(w16, vr, stride, n, hd, o_rows[r]);
-          }
+          wsum16_for<Codec>(w16, vr, stride, n, hd, o_rows[r]);
         }
         key += n;
       }
@@ -485,8 +506,7 @@ Status paged_attention(const float* q, const PagedKvLayer& cache,
   const AttendTileFn attend_tile = attend_tile_for(cache.dtype);
   const Fp8RowKernels* rk = fp8_row_kernels_for(cache.dtype);
   const bool dots16 = kernels::active_isa() == kernels::Isa::kAvx512 && cache.head_dim % 16 == 0 &&
-                      cache.head_dim <= 256 &&
-                      (cache.dtype == DType::kF32 || cache.dtype == DType::kBF16);
+                      cache.head_dim <= 256;
   pool.run([&](int thread, int n_threads) {
     std::vector<float> scores;  // [rows, n_keys] of the current tile
     for (int64_t i = thread; i < n_tiles; i += n_threads) {

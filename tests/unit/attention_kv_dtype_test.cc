@@ -116,13 +116,15 @@ struct Cache {
   std::vector<float> q;
   int64_t n_tokens = 0;
 
+  int64_t hd = kHeadDim;  // 40: the per-key row loops; multiples of 16: the sixteen-key kernels
+
   Cache(DType dtype, float k_scale, float v_scale, std::vector<std::pair<int64_t, int64_t>> s,
-        float magnitude = 1.0f)
-      : shapes(std::move(s)) {
-    const int64_t row = kKvHeads * kHeadDim;
+        float magnitude = 1.0f, int64_t head_dim = kHeadDim)
+      : shapes(std::move(s)), hd(head_dim) {
+    const int64_t row = kKvHeads * hd;
     k_bytes.assign(kBlocks * kBlock * row * dtype_size(dtype), 0);
     v_bytes = k_bytes;
-    layer = {dtype, k_bytes.data(), v_bytes.data(), kBlocks, kBlock, kKvHeads, kHeadDim};
+    layer = {dtype, k_bytes.data(), v_bytes.data(), kBlocks, kBlock, kKvHeads, hd};
     layer.k_scale = k_scale;
     layer.v_scale = v_scale;
     std::mt19937 rng(11);
@@ -157,7 +159,7 @@ struct Cache {
       seqs.push_back({n_tokens, shapes[i].second, shapes[i].first, tables[i]});
       n_tokens += shapes[i].second;
     }
-    q.resize(n_tokens * kHeads * kHeadDim);
+    q.resize(n_tokens * kHeads * hd);
     for (auto& x : q) x = noise(rng);
     EXPECT_EQ(written, at);
   }
@@ -172,19 +174,22 @@ const std::vector<std::pair<int64_t, int64_t>> kMixed = {{0, 21}, {40, 1}, {9, 7
 const std::vector<std::pair<int64_t, int64_t>> kLong = {{300, 1}, {150, 2}};
 
 TEST(PagedAttentionKvDtype, FastMatchesReferenceOnEveryCacheDtype) {
-  for (DType t : {DType::kBF16, DType::kF8E4M3, DType::kF8E5M2}) {
-    for (const auto& shapes : {kMixed, kLong}) {
-      // K and V of magnitude ~30 with scales that bring them into the fp8 range.
-      Cache c(t, 0.125f, 0.0625f, shapes, 30.0f);
-      for (int threads : {1, 3, 16}) {
-        ThreadPool pool(threads);
-        for (int64_t window : {0, 5, 150}) {
-          AttentionParams p{kHeads, 1.0f / std::sqrt(static_cast<float>(kHeadDim)) / 30.0f, window};
-          std::vector<float> ref(c.q.size()), fast(c.q.size());
-          ASSERT_TRUE(paged_attention_ref(c.q.data(), c.layer, c.seqs, p, ref.data()).ok());
-          ASSERT_TRUE(paged_attention(c.q.data(), c.layer, c.seqs, p, fast.data(), pool).ok());
-          // Outputs are ~30 in magnitude; f32 summation order differs between the two.
-          expect_close(fast, ref, 2e-4f);
+  for (int64_t hd : {kHeadDim, int64_t{64}, int64_t{48}}) {
+    for (DType t : {DType::kBF16, DType::kF8E4M3, DType::kF8E5M2}) {
+      for (const auto& shapes : {kMixed, kLong}) {
+        SCOPED_TRACE("head_dim " + std::to_string(hd) + " " + dtype_name(t));
+        // K and V of magnitude ~30 with scales that bring them into the fp8 range.
+        Cache c(t, 0.125f, 0.0625f, shapes, 30.0f, hd);
+        for (int threads : {1, 3, 16}) {
+          ThreadPool pool(threads);
+          for (int64_t window : {0, 5, 150}) {
+            AttentionParams p{kHeads, 1.0f / std::sqrt(static_cast<float>(hd)) / 30.0f, window};
+            std::vector<float> ref(c.q.size()), fast(c.q.size());
+            ASSERT_TRUE(paged_attention_ref(c.q.data(), c.layer, c.seqs, p, ref.data()).ok());
+            ASSERT_TRUE(paged_attention(c.q.data(), c.layer, c.seqs, p, fast.data(), pool).ok());
+            // Outputs are ~30 in magnitude; f32 summation order differs between the two.
+            expect_close(fast, ref, 2e-4f);
+          }
         }
       }
     }

@@ -5,20 +5,35 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/attention_dots_cpu.h"
+#include "kernels/cpu/kv_fp8_decode_avx512.h"
 
 namespace qs::kernels::cpu {
 namespace {
 
+// 16 elements of a cache row as f32, times 1 / kScale (e4m3 decodes to the value / 256,
+// exactly; the kernels multiply kScale back once per result, as the fp8 row loops do).
 struct F32Row {
   using T = float;
+  static constexpr float kScale = 1.0f;
   static __m512 load(const float* p) { return _mm512_loadu_ps(p); }
 };
 struct BF16Row {
   using T = uint16_t;
+  static constexpr float kScale = 1.0f;
   static __m512 load(const uint16_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
+};
+struct E4M3Row {
+  using T = uint8_t;
+  static constexpr float kScale = 256.0f;
+  static __m512 load(const uint8_t* p) { return e4m3_over_256(load_u8x16(p, 16)); }
+};
+struct E5M2Row {
+  using T = uint8_t;
+  static constexpr float kScale = 1.0f;
+  static __m512 load(const uint8_t* p) { return e5m2(load_u8x16(p, 16)); }
 };
 
 // v[j] -> the vector whose element j is the sum of v[j]'s 16 elements. Stage 1 sums element
@@ -56,7 +71,9 @@ void dots16(const float* q, const typename Row::T* k, int64_t stride, int n, int
     for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(qv, Row::load(rows[j] + i), acc[j]);
   }
   const __mmask16 keep = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
-  _mm512_mask_storeu_ps(out, keep, reduce16(acc));
+  __m512 sums = reduce16(acc);
+  if constexpr (Row::kScale != 1.0f) sums = _mm512_mul_ps(sums, _mm512_set1_ps(Row::kScale));
+  _mm512_mask_storeu_ps(out, keep, sums);
 }
 
 // P output vectors (16 P columns of o from i0), the n keys in four interleaved partial sums:
@@ -72,7 +89,7 @@ void wsum_pass(const float* w, const typename Row::T* v, int64_t stride, int n, 
   for (; j + 4 <= n; j += 4) {
 #pragma GCC unroll 4
     for (int s = 0; s < 4; ++s) {
-      const __m512 ws = _mm512_set1_ps(w[j + s]);
+      const __m512 ws = _mm512_set1_ps(w[j + s] * Row::kScale);
       const typename Row::T* vr = v + (j + s) * stride;
 #pragma GCC unroll 4
       for (int p = 0; p < P; ++p)
@@ -80,7 +97,7 @@ void wsum_pass(const float* w, const typename Row::T* v, int64_t stride, int n, 
     }
   }
   for (; j < n; ++j) {
-    const __m512 ws = _mm512_set1_ps(w[j]);
+    const __m512 ws = _mm512_set1_ps(w[j] * Row::kScale);
     const typename Row::T* vr = v + j * stride;
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) acc[0][p] = _mm512_fmadd_ps(ws, Row::load(vr + 16 * p), acc[0][p]);
@@ -129,6 +146,26 @@ void attn_dots16_f32_avx512(const float* q, const float* k, int64_t stride, int 
 void attn_dots16_bf16_avx512(const float* q, const uint16_t* k, int64_t stride, int n, int64_t hd,
                              float* out) {
   dots16<BF16Row>(q, k, stride, n, hd, out);
+}
+
+void attn_dots16_e4m3_avx512(const float* q, const uint8_t* k, int64_t stride, int n, int64_t hd,
+                             float* out) {
+  dots16<E4M3Row>(q, k, stride, n, hd, out);
+}
+
+void attn_dots16_e5m2_avx512(const float* q, const uint8_t* k, int64_t stride, int n, int64_t hd,
+                             float* out) {
+  dots16<E5M2Row>(q, k, stride, n, hd, out);
+}
+
+void attn_wsum16_e4m3_avx512(const float* w, const uint8_t* v, int64_t stride, int n, int64_t hd,
+                             float* o) {
+  wsum16<E4M3Row>(w, v, stride, n, hd, o);
+}
+
+void attn_wsum16_e5m2_avx512(const float* w, const uint8_t* v, int64_t stride, int n, int64_t hd,
+                             float* o) {
+  wsum16<E5M2Row>(w, v, stride, n, hd, o);
 }
 
 }  // namespace qs::kernels::cpu

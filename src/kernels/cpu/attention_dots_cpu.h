@@ -13,7 +13,8 @@ namespace qs::kernels::cpu {
 // out[j] = sum_i q[i] * k[j * stride + i] for j < n (1 <= n <= 16); hd a multiple of 16.
 void attn_dots16_f32_avx512(const float* q, const float* k, int64_t stride, int n, int64_t hd,
                             float* out);
-// The same over a bf16 cache (widened exactly to f32).
+// The same over a bf16 cache (widened exactly to f32) and the fp8 ones (decoded exactly, as
+// ops::KvFp8E4M3 / E5M2 do).
 void attn_dots16_bf16_avx512(const float* q, const uint16_t* k, int64_t stride, int n, int64_t hd,
                              float* out);
 
@@ -24,6 +25,15 @@ void attn_dots16_bf16_avx512(const float* q, const uint16_t* k, int64_t stride, 
 void attn_wsum16_f32_avx512(const float* w, const float* v, int64_t stride, int n, int64_t hd,
                             float* o);
 void attn_wsum16_bf16_avx512(const float* w, const uint16_t* v, int64_t stride, int n, int64_t hd,
+                             float* o);
+
+void attn_dots16_e4m3_avx512(const float* q, const uint8_t* k, int64_t stride, int n, int64_t hd,
+                             float* out);
+void attn_dots16_e5m2_avx512(const float* q, const uint8_t* k, int64_t stride, int n, int64_t hd,
+                             float* out);
+void attn_wsum16_e4m3_avx512(const float* w, const uint8_t* v, int64_t stride, int n, int64_t hd,
+                             float* o);
+void attn_wsum16_e5m2_avx512(const float* w, const uint8_t* v, int64_t stride, int n, int64_t hd,
                              float* o);
 
 }  // namespace qs::kernels::cpu
