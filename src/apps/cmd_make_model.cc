@@ -145,7 +145,7 @@ Status make_model(const Flags& flags) {
     config["num_hidden_layers"] = layers;
   }
   std::string dtype_flag = flags.get("dtype");
-  if (dtype_flag.empty()) dtype_flag = config.value("torch_dtype", std::string("bfloat16"));
+  if (dtype_flag.empty()) dtype_flag = io::json_string_or(config, "torch_dtype", "bfloat16");
   QS_ASSIGN_OR_RETURN(DType dtype, parse_weight_dtype(dtype_flag));
   config["torch_dtype"] = torch_dtype_name(dtype);
   QS_ASSIGN_OR_RETURN(uint64_t seed_signed, flags.get_int("seed"));

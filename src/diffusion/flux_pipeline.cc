@@ -36,7 +36,7 @@ std::vector<float> flux_image_ids(int64_t h2, int64_t w2) {
 Result<std::unique_ptr<FluxPipeline>> FluxPipeline::load(const std::string& dir) {
   QS_ASSIGN_OR_RETURN(nlohmann::json index,
                       io::read_json((fs::path(dir) / "model_index.json").string()));
-  if (!index.is_object() || index.value("_class_name", "") != "FluxPipeline") {
+  if (!index.is_object() || io::json_string_or(index, "_class_name", "") != "FluxPipeline") {
     return unimplemented(dir + "/model_index.json: _class_name " +
                          (index.is_object() && index.contains("_class_name")
                               ? index["_class_name"].dump()

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 namespace qs::diffusion {
 
@@ -68,11 +70,57 @@ Result<std::string> encode_png(int64_t width, int64_t height, const std::vector<
   return out;
 }
 
+namespace {
+
+uint32_t be32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+// libpng allocates a chunk's declared length before reading it (Debian's build sets no chunk
+// limit), so a 43-byte file whose tEXt chunk claims 1.7 GB made it allocate 1.7 GB. The chunk
+// list is walked here first: every chunk must fit in the file.
+Status check_chunks(const std::string& path, const std::vector<uint8_t>& b) {
+  static const uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (b.size() < 8 || std::memcmp(b.data(), kSignature, 8) != 0) {
+    return invalid_argument(path + ": not a PNG file (no PNG signature)");
+  }
+  size_t pos = 8;
+  while (pos + 12 <= b.size()) {
+    const uint32_t len = be32(b.data() + pos);
+    const std::string type(reinterpret_cast<const char*>(b.data() + pos + 4), 4);
+    if (len > b.size() - pos - 12) {
+      return data_loss(path + ": chunk '" + type + "' at byte " + std::to_string(pos) + " claims " +
+                       std::to_string(len) + " bytes, past the end of the file");
+    }
+    pos += 12 + len;
+    if (type == "IEND") return ok_status();
+  }
+  return data_loss(path + ": truncated (no IEND chunk)");
+}
+
+}  // namespace
+
 Status read_png(const std::string& path, int64_t* width, int64_t* height,
                 std::vector<uint8_t>* rgb8) {
+  std::vector<uint8_t> bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Status(StatusCode::kIo, path + ": cannot open");
+    in.seekg(0, std::ios::end);
+    const auto size = static_cast<int64_t>(in.tellg());
+    // Far above any image this pipeline reads (64 megapixels of RGB compress to much less).
+    if (size < 0 || size > (int64_t{1} << 30)) {
+      return invalid_argument(path + ": larger than 1 GiB");
+    }
+    bytes.resize(static_cast<size_t>(size));
+    in.seekg(0);
+    in.read(reinterpret_cast<char*>(bytes.data()), size);
+    if (!in) return Status(StatusCode::kIo, path + ": read failed");
+  }
+  QS_RETURN_IF_ERROR(check_chunks(path, bytes));
   png_image img{};
   img.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_file(&img, path.c_str())) {
+  if (!png_image_begin_read_from_memory(&img, bytes.data(), bytes.size())) {
     return Status(StatusCode::kIo, path + ": " + img.message);
   }
   // The header alone sets the buffer size: bound it (a 30-byte file may claim 2^31 x 2^31).

@@ -221,6 +221,18 @@ Result<json> read_json(const std::string& path) {
   }
 }
 
+std::string json_string_or(const json& j, const std::string& key, const std::string& fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+bool json_bool_or(const json& j, const std::string& key, bool fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
 Status write_json(const std::string& path, const json& value) {
   std::string text;
   try {

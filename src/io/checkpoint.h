@@ -81,4 +81,11 @@ Status write_checkpoint(const std::string& dir,
 Result<nlohmann::json> read_json(const std::string& path);
 Status write_json(const std::string& path, const nlohmann::json& value);
 
+// A member of a JSON object, or `fallback` when `j` is no object, lacks the key or holds
+// another type there. nlohmann's value() throws in the last two cases (type_error 302/306),
+// which a hostile file reaches with `"type": true`.
+std::string json_string_or(const nlohmann::json& j, const std::string& key,
+                           const std::string& fallback);
+bool json_bool_or(const nlohmann::json& j, const std::string& key, bool fallback);
+
 }  // namespace qs::io

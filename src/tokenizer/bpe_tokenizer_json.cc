@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mmap_file.h"
+#include "io/checkpoint.h"
 #include "tokenizer/bpe_tokenizer.h"
 
 namespace qs::tok {
@@ -77,7 +78,7 @@ Status add_pretokenizer(const json& j, const std::string& where, Pretokenizer* p
                        ": Split pre_tokenizer needs pattern {\"Regex\": ...} or "
                        "{\"String\": ...}");
     }
-    const std::string behavior = j.value("behavior", std::string("Isolated"));
+    const std::string behavior = io::json_string_or(j, "behavior", "Isolated");
     SplitBehavior b;
     if (behavior == "Isolated") {
       b = SplitBehavior::kIsolated;

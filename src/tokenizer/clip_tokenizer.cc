@@ -81,7 +81,7 @@ Result<std::unique_ptr<ClipTokenizer>> ClipTokenizer::load(const std::string& di
     QS_ASSIGN_OR_RETURN(nlohmann::json j, io::read_json(json_path.string()));
     const std::string where = json_path.string();
     if (!j.is_object() || !j.contains("model") || !j["model"].is_object() ||
-        j["model"].value("type", "") != "BPE" || !j["model"].contains("vocab") ||
+        io::json_string_or(j["model"], "type", "") != "BPE" || !j["model"].contains("vocab") ||
         !j["model"]["vocab"].is_object() || !j["model"].contains("merges") ||
         !j["model"]["merges"].is_array()) {
       return data_loss(where + ": not a BPE tokenizer.json with vocab and merges");

@@ -89,7 +89,8 @@ Result<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::load(const std::stri
     if (type_of(n) == "Precompiled") {
       t->ascii_only_ = true;
     } else if (type_of(n) == "Replace" && n.contains("pattern") && n["pattern"].is_object() &&
-               n["pattern"].value("Regex", "") == " {2,}" && n.value("content", "") == " ") {
+               io::json_string_or(n["pattern"], "Regex", "") == " {2,}" &&
+               io::json_string_or(n, "content", "") == " ") {
       t->collapse_spaces_ = true;
     } else {
       return unimplemented(where + ": normalizer " + n.dump().substr(0, 80) + " is not supported");
@@ -105,9 +106,10 @@ Result<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::load(const std::stri
   }
   for (const auto& p : pre_steps) {
     const std::string type = type_of(p);
-    const bool ok = type == "WhitespaceSplit" ||
-                    (type == "Metaspace" && p.value("replacement", "") == kMetaspace &&
-                     p.value("prepend_scheme", "always") == "always");
+    const bool ok =
+        type == "WhitespaceSplit" ||
+        (type == "Metaspace" && io::json_string_or(p, "replacement", "") == kMetaspace &&
+         io::json_string_or(p, "prepend_scheme", "always") == "always");
     if (!ok) return unimplemented(where + ": pre_tokenizer " + p.dump() + " is not supported");
   }
   auto id_of = [&](std::string_view piece) -> Result<int32_t> {
