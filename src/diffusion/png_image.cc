@@ -21,32 +21,6 @@ std::vector<uint8_t> to_rgb8(const std::vector<float>& rgb) {
   return out;
 }
 
-Status write_png(const std::string& path, int64_t width, int64_t height,
-                 const std::vector<uint8_t>& rgb8) {
-  if (width <= 0 || height <= 0 || rgb8.size() != static_cast<size_t>(width * height * 3)) {
-    return invalid_argument("write_png: pixel buffer does not match " + std::to_string(width) +
-                            "x" + std::to_string(height));
-  }
-  png_image img{};
-  img.version = PNG_IMAGE_VERSION;
-  img.width = static_cast<png_uint_32>(width);
-  img.height = static_cast<png_uint_32>(height);
-  img.format = PNG_FORMAT_RGB;
-  const std::string tmp = path + ".tmp";
-  if (!png_image_write_to_file(&img, tmp.c_str(), 0, rgb8.data(), 0, nullptr)) {
-    const std::string msg = img.message;
-    std::remove(tmp.c_str());
-    return Status(StatusCode::kIo, path + ": " + msg);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return Status(StatusCode::kIo, path + ": " + ec.message());
-  }
-  return ok_status();
-}
-
 Result<std::string> encode_png(int64_t width, int64_t height, const std::vector<uint8_t>& rgb8) {
   if (width <= 0 || height <= 0 || rgb8.size() != static_cast<size_t>(width * height * 3)) {
     return invalid_argument("encode_png: pixel buffer does not match " + std::to_string(width) +
@@ -68,6 +42,27 @@ Result<std::string> encode_png(int64_t width, int64_t height, const std::vector<
   }
   out.resize(size);
   return out;
+}
+
+Status write_png(const std::string& path, int64_t width, int64_t height,
+                 const std::vector<uint8_t>& rgb8) {
+  QS_ASSIGN_OR_RETURN(std::string bytes, encode_png(width, height, rgb8));
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.good()) {
+      std::remove(tmp.c_str());
+      return Status(StatusCode::kIo, path + ": cannot write " + tmp);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return Status(StatusCode::kIo, path + ": " + ec.message());
+  }
+  return ok_status();
 }
 
 namespace {

@@ -177,38 +177,40 @@ __attribute__((always_inline)) inline void attend_tile_impl(
   auto row_of = [&](const T* base, int64_t key) {
     return base + cache_offset(c, s.block_table, key, tile.kv_head);
   };
-  {
-    if (dots16) {
-      // Sixteen keys of one block per call (kernels/cpu/attention_dots_cpu.h); a row's
-      // scores outside its causal range are written but never read.
-      const int64_t stride = c.n_kv_heads * hd;
-      float d16[16];
-      for (int64_t key = tile.key_begin; key < tile.key_end;) {
-        const int n = static_cast<int>(
-            std::min<int64_t>({16, tile.key_end - key, c.block_size - key % c.block_size}));
-        const T* kr = row_of(kc, key);
-        float* sk = scores.data() + (key - tile.key_begin);
-        for (int64_t r = 0; r < rows; ++r) {
-          if (key + n <= lo_rows[r] || key >= hi_rows[r]) continue;
-          dots16_for<Codec>(q_rows[r], kr, stride, n, hd, d16);
-          for (int j = 0; j < n; ++j) sk[r * n_keys + j] = d16[j] * score_scale;
-        }
-        key += n;
+  // With the sixteen-key kernels, keys go by in runs of at most 16 inside one block (a block's
+  // rows lie at a fixed stride); a row's scores outside its causal range are written but never
+  // read, and weigh nothing in the value sum below.
+  const int64_t stride = c.n_kv_heads * hd;
+  auto run_of = [&](int64_t key) {
+    return static_cast<int>(
+        std::min<int64_t>({16, tile.key_end - key, c.block_size - key % c.block_size}));
+  };
+  if (dots16) {
+    float d16[16];
+    for (int64_t key = tile.key_begin, n; key < tile.key_end; key += n) {
+      n = run_of(key);
+      const T* kr = row_of(kc, key);
+      float* sk = scores.data() + (key - tile.key_begin);
+      for (int64_t r = 0; r < rows; ++r) {
+        if (key + n <= lo_rows[r] || key >= hi_rows[r]) continue;
+        dots16_for<Codec>(q_rows[r], kr, stride, static_cast<int>(n), hd, d16);
+        for (int64_t j = 0; j < n; ++j) sk[r * n_keys + j] = d16[j] * score_scale;
       }
     }
-  }
-  for (int64_t key = tile.key_begin; key < tile.key_end && !dots16; ++key) {
-    const T* kr = row_of(kc, key);
-    float* sk = scores.data() + (key - tile.key_begin);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (key < lo_rows[r] || key >= hi_rows[r]) continue;
-      float d;
-      if constexpr (std::is_same_v<T, uint8_t>) {
-        d = rk != nullptr ? rk->dot(q_rows[r], kr, hd) : dot<Codec>(q_rows[r], kr, hd);
-      } else {
-        d = dot<Codec>(q_rows[r], kr, hd);
+  } else {
+    for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
+      const T* kr = row_of(kc, key);
+      float* sk = scores.data() + (key - tile.key_begin);
+      for (int64_t r = 0; r < rows; ++r) {
+        if (key < lo_rows[r] || key >= hi_rows[r]) continue;
+        float d;
+        if constexpr (std::is_same_v<T, uint8_t>) {
+          d = rk != nullptr ? rk->dot(q_rows[r], kr, hd) : dot<Codec>(q_rows[r], kr, hd);
+        } else {
+          d = dot<Codec>(q_rows[r], kr, hd);
+        }
+        sk[r * n_keys] = d * score_scale;
       }
-      sk[r * n_keys] = d * score_scale;
     }
   }
   std::vector<float> row_max(rows), row_sum(rows);
@@ -225,48 +227,42 @@ __attribute__((always_inline)) inline void attend_tile_impl(
     row_sum[r] = sum;
     std::fill_n(o_rows[r], hd, 0.0f);
   }
-  {
-    if (dots16) {
-      const int64_t stride = c.n_kv_heads * hd;
-      float w16[16];
-      for (int64_t key = tile.key_begin; key < tile.key_end;) {
-        const int n = static_cast<int>(
-            std::min<int64_t>({16, tile.key_end - key, c.block_size - key % c.block_size}));
-        const T* vr = row_of(vc, key);
-        const float* sk = scores.data() + (key - tile.key_begin);
-        for (int64_t r = 0; r < rows; ++r) {
-          if (key + n <= lo_rows[r] || key >= hi_rows[r]) continue;
-          // Keys outside the row's range weigh nothing (their scores were never normalised).
-          for (int j = 0; j < n; ++j) {
-            w16[j] = key + j >= lo_rows[r] && key + j < hi_rows[r] ? sk[r * n_keys + j] : 0.0f;
-          }
-          wsum16_for<Codec>(w16, vr, stride, n, hd, o_rows[r]);
+  if (dots16) {
+    float w16[16];
+    for (int64_t key = tile.key_begin, n; key < tile.key_end; key += n) {
+      n = run_of(key);
+      const T* vr = row_of(vc, key);
+      const float* sk = scores.data() + (key - tile.key_begin);
+      for (int64_t r = 0; r < rows; ++r) {
+        if (key + n <= lo_rows[r] || key >= hi_rows[r]) continue;
+        for (int64_t j = 0; j < n; ++j) {
+          w16[j] = key + j >= lo_rows[r] && key + j < hi_rows[r] ? sk[r * n_keys + j] : 0.0f;
         }
-        key += n;
+        wsum16_for<Codec>(w16, vr, stride, static_cast<int>(n), hd, o_rows[r]);
       }
     }
-  }
-  for (int64_t key = tile.key_begin; key < tile.key_end && !dots16; ++key) {
-    const T* vr = row_of(vc, key);
-    const float* sk = scores.data() + (key - tile.key_begin);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (key < lo_rows[r] || key >= hi_rows[r]) continue;
-      float* o = o_rows[r];
-      const float w = sk[r * n_keys];
-      if constexpr (std::is_same_v<T, uint8_t>) {
-        if (rk != nullptr) {
-          rk->axpy(w, vr, o, hd);
-          continue;
+  } else {
+    for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
+      const T* vr = row_of(vc, key);
+      const float* sk = scores.data() + (key - tile.key_begin);
+      for (int64_t r = 0; r < rows; ++r) {
+        if (key < lo_rows[r] || key >= hi_rows[r]) continue;
+        float* o = o_rows[r];
+        const float w = sk[r * n_keys];
+        if constexpr (std::is_same_v<T, uint8_t>) {
+          if (rk != nullptr) {
+            rk->axpy(w, vr, o, hd);
+            continue;
+          }
         }
+        axpy<Codec>(w, vr, o, hd);
       }
-      axpy<Codec>(w, vr, o, hd);
     }
   }
   for (int64_t r = 0; r < rows; ++r) {
     if (tile.partial < 0) {
       const float inv = c.v_scale / row_sum[r];
-      float* o = out + out_row(r);
-      for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
+      for (int64_t i = 0; i < hd; ++i) o_rows[r][i] *= inv;
     } else {
       partials[tile.partial + r * (2 + hd)] = row_max[r];
       partials[tile.partial + r * (2 + hd) + 1] = row_sum[r];
