@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "core/log.h"
+#include "server/http_task_queue.h"
 #include "server/openai_response.h"
 
 #ifndef QS_VERSION
@@ -58,7 +59,7 @@ HttpServer::~HttpServer() = default;
 void HttpServer::install_routes() {
   httplib::Server& s = *http_;
   const int n_threads = std::max(options_.http_threads, 4);
-  s.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  s.new_task_queue = [n_threads] { return new HttpTaskQueue(static_cast<size_t>(n_threads)); };
   s.set_payload_max_length(kMaxBodyBytes);
 
   // Every request: an id, and the API key check on /v1/*.
