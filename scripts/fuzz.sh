@@ -100,6 +100,27 @@ row() {  # row TARGET LOG CORPUS_DIR
     "$(du -sh --apparent-size "$corpus" | cut -f1) | none |"
 }
 
+# The --ci run of one target: its seeds and regressions, then $2 seconds; writes its exit
+# status to $3/TARGET and prints one line (or, when it failed, the end of its log).
+ci_one() {
+  local t=$1 seconds=$2 status=$3 work log rc=0
+  work=$(mktemp -d)
+  log="$work.log"
+  mkdir -p "fuzz/findings/$t"
+  # The run starts by executing every seed and regression input (libFuzzer's initial
+  # corpus); new inputs go to the throw-away first directory.
+  # shellcheck disable=SC2046
+  "$BUILD/fuzz/${t}_fuzz" $(run_flags "$t") -max_total_time="$seconds" "$work" \
+    $(inputs "$t") >"$log" 2>&1 || rc=$?
+  if ((rc != 0)); then
+    { tail -n 60 "$log"; echo "fuzz: $t failed; the input is in fuzz/findings/$t/"; } >&2
+  else
+    echo "$t: $(grep -E '^stat::number_of_executed_units' "$log") $(grep -oE 'cov: [0-9]+' "$log" | tail -n 1)"
+  fi
+  echo "$rc" >"$status/$t"
+  rm -rf "$work" "$log"
+}
+
 case "${1:-}" in
   --list)
     printf '%s\n' "${TARGETS[@]}"
@@ -110,22 +131,21 @@ case "${1:-}" in
   --ci)
     seconds="${2:-10}"
     build qs_fuzzers
+    # One libFuzzer process per core (each is single-threaded): the targets' verdicts land in
+    # $status/TARGET, which is read once all have finished, so a failure is never lost to the
+    # order in which the jobs end.
+    status=$(mktemp -d)
     for t in "${TARGETS[@]}"; do
-      work=$(mktemp -d)
-      log="$work.log"
-      mkdir -p "fuzz/findings/$t"
-      # The run starts by executing every seed and regression input (libFuzzer's initial
-      # corpus); new inputs go to the throw-away first directory.
-      # shellcheck disable=SC2046
-      if ! "$BUILD/fuzz/${t}_fuzz" $(run_flags "$t") -max_total_time="$seconds" "$work" \
-        $(inputs "$t") >"$log" 2>&1; then
-        tail -n 60 "$log" >&2
-        echo "fuzz: $t failed; the input is in fuzz/findings/$t/" >&2
-        exit 1
-      fi
-      echo "$t: $(grep -E '^stat::number_of_executed_units' "$log") $(grep -oE 'cov: [0-9]+' "$log" | tail -n 1)"
-      rm -rf "$work" "$log"
+      while (($(jobs -rp | wc -l) >= $(nproc))); do wait -n || true; done
+      ci_one "$t" "$seconds" "$status" &
     done
+    wait
+    failed=""
+    for t in "${TARGETS[@]}"; do
+      [[ $(cat "$status/$t" 2>/dev/null) == 0 ]] || failed+="$t "
+    done
+    rm -rf "$status"
+    [[ -z $failed ]] || { echo "fuzz: failed: $failed" >&2; exit 1; }
     ;;
   --campaign)
     t=${2:?usage: scripts/fuzz.sh --campaign TARGET}

@@ -7,11 +7,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
+# Each phase's end and the time since the start, so that a slow CI says where it went.
+phase() { echo "== scripts/test.sh: $1 done at $((SECONDS / 60)) min $((SECONDS % 60)) s"; }
 
 scripts/setup.sh --all
+phase "set-up and release build"
 # House style: the tree is clang-format clean (.clang-format, clang-format 14 from Debian).
 git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
 ctest --test-dir build --output-on-failure -j"$jobs"
+phase "release tests"
 
 # End-to-end tests (tests/server): build/quantserve serve on 127.0.0.1 driven by the openai
 # client and raw HTTP, and bench serve against a fake OpenAI server. Their pinned packages
@@ -26,6 +30,7 @@ if ! cmp -s /tmp/qs-server-requirements.$$ .venv/requirements.txt; then
 fi
 rm -f /tmp/qs-server-requirements.$$
 QS_BINARY="$PWD/build/quantserve" .venv/bin/python -m pytest -q -p no:cacheprovider tests/server
+phase "end-to-end tests"
 
 # One clang build with AddressSanitizer + UndefinedBehaviorSanitizer (float-cast-overflow
 # included, -O1) and libFuzzer's coverage instrumentation serves both what follows: every C++
@@ -33,13 +38,17 @@ QS_BINARY="$PWD/build/quantserve" .venv/bin/python -m pytest -q -p no:cacheprovi
 # and the fuzzers. scripts/fuzz.sh owns its configuration.
 scripts/fuzz.sh --configure
 cmake --build build-san -j"$jobs"
+phase "sanitizer build"
 # Every suite, except the comparison with the auto-round tool (tests/golden/autoround_tool_test.cc): its
 # three 200-iteration tuning runs take about 11 CPU-minutes here and exercise the same tuner
 # code that QuantizeTuned and the quant_block tests run under the sanitizers in seconds; the
 # release build above runs it.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-san --output-on-failure -j"$jobs" -E '^Cases/AutoRoundTool\.'
+phase "sanitizer tests"
 
 # Coverage-guided fuzzing, briefly: each target starts from its seeds and past findings, then
-# fuzzes 10 s (long campaigns are scripts/fuzz.sh TARGET SECONDS or --campaign TARGET).
+# fuzzes 10 s, one target per core (long campaigns are scripts/fuzz.sh TARGET SECONDS or
+# --campaign TARGET).
 scripts/fuzz.sh --ci "${QS_FUZZ_CI_SECONDS:-10}"
+phase "fuzzing"

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/limits.h"
 #include "tokenizer/jinja_eval.h"
 #include "tokenizer/jinja_parser.h"
 
@@ -56,8 +57,10 @@ TEST(JinjaHostile, StepBudgetStopsEndlessWork) {
   const std::string nested =
       "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
   EXPECT_NE(error_of(nested, small).find("limit of 10000 evaluation steps"), std::string::npos);
-  // The default budget also ends it (10^10 iterations otherwise).
-  EXPECT_NE(error_of(nested).find("evaluation steps"), std::string::npos);
+  // The default budget, which ends it too (10^10 iterations otherwise), is the documented
+  // limit; rendering it out costs seconds (minutes under the sanitizers) and proves nothing
+  // the small budget above does not.
+  EXPECT_EQ(RenderLimits{}.max_steps, limits::kMaxTemplateSteps);
 }
 
 TEST(JinjaHostile, OutputAndValueBudgets) {
