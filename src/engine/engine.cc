@@ -191,12 +191,29 @@ void Engine::abort_all() {
   for (const auto& id : ids) abort(id);
 }
 
-void Engine::sample(Request& r, float* logits, RequestOutput* out) {
+int32_t Engine::draw(Request& r, float* logits) const {
   const int64_t vocab = model_.config().vocab_size;
   const std::span<const int32_t> all(r.seq.tokens);
+  if (r.n_output() < r.params.min_tokens) {
+    // vLLM's min_tokens logits processor: no EOS or stop token until then.
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    if (!r.params.ignore_eos) {
+      for (int32_t id : eos_ids_) {
+        if (id >= 0 && id < vocab) logits[id] = neg_inf;
+      }
+    }
+    for (int32_t id : r.params.stop_token_ids) logits[id] = neg_inf;
+  }
+  return r.sampler.sample(logits, vocab, all.subspan(0, r.seq.n_prompt),
+                          all.subspan(r.seq.n_prompt));
+}
+
+void Engine::sample(Request& r, float* logits, RequestOutput* out, int32_t drawn) {
+  const int64_t vocab = model_.config().vocab_size;
   std::optional<SampleLogprobs> lp;
   double lse = 0.0;
   if (r.params.logprobs) {
+    QS_CHECK_MSG(drawn < 0, "a request with logprobs draws its token here, after them");
     // Raw logprobs (vLLM's default logprobs_mode): log_softmax of the model's logits, before
     // anything below changes them.
     float max_l = -std::numeric_limits<float>::infinity();
@@ -218,18 +235,7 @@ void Engine::sample(Request& r, float* logits, RequestOutput* out) {
       lp->top.push_back({ids[k], static_cast<float>(scratch_[ids[k]] - lse)});
     }
   }
-  if (r.n_output() < r.params.min_tokens) {
-    // vLLM's min_tokens logits processor: no EOS or stop token until then.
-    const float neg_inf = -std::numeric_limits<float>::infinity();
-    if (!r.params.ignore_eos) {
-      for (int32_t id : eos_ids_) {
-        if (id >= 0 && id < vocab) logits[id] = neg_inf;
-      }
-    }
-    for (int32_t id : r.params.stop_token_ids) logits[id] = neg_inf;
-  }
-  const int32_t token =
-      r.sampler.sample(logits, vocab, all.subspan(0, r.seq.n_prompt), all.subspan(r.seq.n_prompt));
+  const int32_t token = drawn >= 0 ? drawn : draw(r, logits);
   r.seq.tokens.push_back(token);
   ++stats_.generation_tokens;
   out->new_token_ids.push_back(token);
@@ -301,9 +307,36 @@ std::vector<RequestOutput> Engine::step() {
     logits_ = std::move(all);
   }
 
+  // Commit every chunk first and find the rows that sample: their draws (a softmax over the
+  // vocabulary each when they sample at temperature > 0) run on the pool, one row per task,
+  // and are then recorded in chunk order. Requests that want logprobs draw in that second,
+  // serial pass, after their logprobs are taken from the raw logits.
+  struct Row {
+    Request* r = nullptr;
+    bool samples = false;
+    int32_t drawn = -1;
+  };
+  std::vector<Row> rows(plan.chunks.size());
+  std::vector<size_t> parallel;  // indices into rows
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& ch = plan.chunks[i];
-    Request& r = *requests_.at(ch.seq->id);
+    Row& row = rows[i];
+    row.r = requests_.at(ch.seq->id).get();
+    if (!chunk_status[i].ok()) continue;
+    scheduler_.commit(ch);
+    // A chunk that ends before the last token only fills the cache; no logits are used.
+    row.samples = row.r->seq.n_computed >= static_cast<int64_t>(row.r->seq.tokens.size());
+    if (row.samples && !row.r->params.logprobs) parallel.push_back(i);
+  }
+  pool_.parallel_for(static_cast<int64_t>(parallel.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      Row& row = rows[parallel[j]];
+      row.drawn = draw(*row.r, logits_.data() + parallel[j] * vocab);
+    }
+  });
+
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    Request& r = *rows[i].r;
     RequestOutput out = new_output(r);
     if (!r.counted_prompt) {
       r.counted_prompt = true;
@@ -313,11 +346,10 @@ std::vector<RequestOutput> Engine::step() {
       out.error = chunk_status[i].with_context("request " + r.seq.id);
       QS_LOG_ERROR("engine: %s", out.error.message().c_str());
       finish(r, "abort", &out);
+    } else if (rows[i].samples) {
+      sample(r, logits_.data() + i * vocab, &out, rows[i].drawn);
     } else {
-      scheduler_.commit(ch);
-      // A chunk that ends before the last token only fills the cache; no logits are used.
-      if (r.seq.n_computed < static_cast<int64_t>(r.seq.tokens.size())) continue;
-      sample(r, logits_.data() + i * vocab, &out);
+      continue;
     }
     const bool done = out.finished;
     outputs.push_back(std::move(out));

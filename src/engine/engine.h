@@ -145,7 +145,12 @@ class Engine {
   Engine(const models::Model& model, const tok::Tokenizer* tokenizer, std::vector<int32_t> eos_ids,
          ThreadPool& pool, const EngineConfig& config, const KvCacheConfig& kv_config);
   // Samples the next token of a request whose tokens are all computed and records it.
-  void sample(Request& r, float* logits, RequestOutput* out);
+  // `drawn`: the token draw() already picked from these logits (requests without logprobs,
+  // whose draws run on the pool), or -1 to draw here.
+  void sample(Request& r, float* logits, RequestOutput* out, int32_t drawn = -1);
+  // The request's next token from its logits (min_tokens, penalties, the sampler); touches
+  // only the request and its logits row, so draws of different requests run in parallel.
+  int32_t draw(Request& r, float* logits) const;
   // Ends a request: output fields, stats, blocks freed; the caller erases it.
   void finish(Request& r, const std::string& reason, RequestOutput* out);
   RequestOutput new_output(const Request& r) const;

@@ -81,6 +81,35 @@ TEST_P(EngineTest, BatchedGreedyEqualsOneAtATime) {
   EXPECT_EQ(st.num_running + st.num_waiting, 0);
 }
 
+// The draws of one step run on the pool, a request per task (Engine::step): with two
+// threads, seeded sampling at temperature > 0 (with penalties, min_tokens, top-k / top-p, and
+// one request that wants logprobs, which draws serially) gives every request the tokens it
+// gets alone.
+TEST_P(EngineTest, SeededDrawsOnTwoThreadsEqualOneAtATime) {
+  ThreadPool two(2);
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < 9; ++i) {
+    EngineRequest r = greedy_request("s" + std::to_string(i), random_prompt(3 + 7 * i, 40 + i), 20);
+    r.params.temperature = 0.5f + 0.1f * static_cast<float>(i);
+    r.params.seed = 100 + i;
+    if (i % 3 == 1) r.params.top_k = 8;
+    if (i % 3 == 2) r.params.top_p = 0.8f;
+    if (i == 4) r.params.min_tokens = 10;
+    if (i == 5) r.params.repetition_penalty = 1.3f;
+    if (i == 6) r.params.logprobs = 2;
+    requests.push_back(r);
+  }
+  EngineConfig c;
+  c.max_num_batched_tokens = 48;
+  auto e = make_engine(*model_, nullptr, {}, two, 9 * 96, c);
+  for (const auto& r : requests) ASSERT_TRUE(e->add_request(r).ok());
+  auto batched = run_to_completion(*e);
+  for (const auto& r : requests) {
+    EXPECT_EQ(batched[r.id].ids.size(), 20u) << r.id;
+    EXPECT_EQ(batched[r.id].ids, solo(r).ids) << r.id;
+  }
+}
+
 TEST_P(EngineTest, PreemptionRecomputesTheSameGreedyTokens) {
   // 10 blocks of 16 tokens; four requests that each grow to 4 blocks cannot all stay.
   EngineConfig c;
