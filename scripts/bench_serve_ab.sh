@@ -16,7 +16,7 @@ mkdir -p "$DIR"
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
 
-start() {  # start BINARY LOG -> prints the port
+start() {  # start BINARY LOG -> STARTED_PORT (not in a subshell: the EXIT trap needs PIDS)
   : > "$2"
   "$1" serve "$MODEL" --port 0 --threads "$THREADS" --served-model-name ab --max-num-seqs 64 \
     --max-model-len "${MAX_MODEL_LEN:-2048}" --kv-cache-memory 1GiB 2> "$2" > /dev/null &
@@ -29,11 +29,13 @@ start() {  # start BINARY LOG -> prints the port
   done
   [[ -n $port ]] || { echo "server did not start: $2" >&2; exit 1; }
   for _ in $(seq 600); do curl -sf "http://127.0.0.1:$port/health" > /dev/null && break; sleep 0.5; done
-  echo "$port"
+  STARTED_PORT=$port
 }
 
-PORT_OLD=$(start "$OLD" "$DIR/old.log")
-PORT_NEW=$(start "$NEW" "$DIR/new.log")
+start "$OLD" "$DIR/old.log"
+PORT_OLD=$STARTED_PORT
+start "$NEW" "$DIR/new.log"
+PORT_NEW=$STARTED_PORT
 echo "# $(date -u '+%F %T UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, threads $THREADS, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| round | concurrency | side | output tok/s | mean TPOT ms | mean TTFT ms |"
 echo "|---:|---:|---|---:|---:|---:|"
