@@ -6,6 +6,8 @@
 # it is in this tree). Prints `bench latency`'s and `llama-bench`'s tables, then one markdown
 # table of both.
 #   scripts/bench_vs_llamacpp.sh            # Qwen2.5-0.5B shape, 1 and 2 threads
+#   QS_VS_PRESET=tinyllama-1.1b QS_VS_TOKENIZER=../shared/data/tokenizers/llama2 \
+#     scripts/bench_vs_llamacpp.sh          # TinyLlama-1.1B shape
 # Environment (defaults in brackets):
 #   QS_VS_DIR [/tmp/qs-vs-llamacpp]          checkpoints, GGUFs, JSON
 #   QS_VS_PRESET [qwen2.5-0.5b]              make-model --like
@@ -39,8 +41,7 @@ for s in bf16 w8 w4g128; do  # the same seed, so the same weights before quantiz
   [[ $s == bf16 ]] || q=(--quantize "$s")
   "$QS" make-model --like "$PRESET" --dtype bf16 "${q[@]}" --out "$DIR/$PRESET-$s" >&2
 done
-cp "${QS_VS_TOKENIZER:-../shared/data/tokenizers/qwen2}"/{vocab.json,merges.txt,tokenizer_config.json} \
-  "$DIR/$PRESET-bf16/"
+cp "${QS_VS_TOKENIZER:-../shared/data/tokenizers/qwen2}"/* "$DIR/$PRESET-bf16/"
 [[ -f $DIR/$PRESET-f16.gguf ]] || PYTHONPATH=$LLAMA_SRC/gguf-py "$PY" \
   "$LLAMA_SRC/convert_hf_to_gguf.py" "$DIR/$PRESET-bf16" --outtype f16 \
   --outfile "$DIR/$PRESET-f16.gguf" > "$DIR/convert.log" 2>&1
