@@ -51,7 +51,8 @@ Status write_png(const std::string& path, int64_t width, int64_t height,
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.good()) {
+    out.close();  // a full disk may only show when the buffer is flushed
+    if (out.fail()) {
       std::remove(tmp.c_str());
       return Status(StatusCode::kIo, path + ": cannot write " + tmp);
     }

@@ -22,7 +22,6 @@ void HttpTaskQueue::enqueue(std::function<void()> fn) {
     w->wake.notify_one();
   } else if (workers_.size() < max_threads_ && !shutdown_) {
     Worker& w = workers_.emplace_back();
-    ++started_;
     w.thread = std::thread([this, &w] { run(w); });
   }
   // Otherwise every thread is busy: the first to finish takes the job.
@@ -67,7 +66,7 @@ void HttpTaskQueue::shutdown() {
 
 size_t HttpTaskQueue::threads_started() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return started_;
+  return workers_.size();
 }
 
 size_t HttpTaskQueue::idle_threads() const {

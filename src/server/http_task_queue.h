@@ -35,7 +35,7 @@ class HttpTaskQueue final : public httplib::TaskQueue {
   // Runs the jobs still queued, then joins every thread. Idempotent.
   void shutdown() override;
 
-  // Threads started so far (they live until shutdown).
+  // Threads started so far; they live until shutdown, which joins them.
   size_t threads_started() const;
   // Threads waiting for a job.
   size_t idle_threads() const;
@@ -53,7 +53,6 @@ class HttpTaskQueue final : public httplib::TaskQueue {
   std::deque<std::function<void()>> jobs_;
   std::list<Worker> workers_;  // stable addresses for idle_
   std::vector<Worker*> idle_;  // a stack: the back went idle last
-  size_t started_ = 0;
   bool shutdown_ = false;
 };
 
