@@ -118,6 +118,9 @@ Result<std::optional<QuantPlan>> plan_quantization(const Flags& flags,
   QuantPlan plan;
   QS_ASSIGN_OR_RETURN(plan.spec, io::parse_int_quant_spec(flags.get("quantize")));
   QS_ASSIGN_OR_RETURN(plan.format, io::parse_export_format(flags.get("format")));
+  if (plan.spec.needs_compressed_tensors() && !flags.has("format")) {
+    plan.format = io::ExportFormat::kCompressedTensors;  // the only format that holds them
+  }
   for (const auto& spec : specs) {
     if (!is_linear_weight(spec) || !in_quantized_block(module_of(spec))) continue;
     if (!io::int_packable(spec.shape[0], spec.shape[1])) plan.dense_blocks.insert(module_of(spec));
@@ -229,9 +232,12 @@ int cmd_make_model(const Args& args) {
       .add("dtype", "weight dtype: bf16, f16 or f32 (default: the config's torch_dtype)")
       .add("layers", "override num_hidden_layers (smaller checkpoints for quick runs)")
       .add("seed", "random seed", false, "0")
-      .add("quantize",
-           "RTN-quantize the block linears: w4g128 (sym), w4g32, w4g128-asym, w8 (per channel), "
-           "w8g128, w3g128, w2g64, ... (w<bits>[g<group>][-asym])")
+      .add(
+          "quantize",
+          "RTN-quantize the block linears: w4g128 (sym), w4g32, w4g128-asym, w8 (per channel), "
+          "w8g128, w3g128, w2g64, ... (w<bits>[g<group>][-asym]); W8A8 as llm-compressor's presets "
+          "(compressed-tensors): w8a8 (int8, dynamic per-token activations), fp8 (per-channel, "
+          "dynamic per-token fp8 activations), fp8-block (128x128, 1x128 activation groups)")
       .add("format",
            "checkpoint format with --quantize: auto_round, auto_gptq, auto_awq or "
            "compressed-tensors",

@@ -32,25 +32,51 @@ std::string grouping(int64_t group_size) {
 
 }  // namespace
 
+std::string ActScheme::describe() const {
+  if (type == ActType::kNone) return "none";
+  std::string s = type == ActType::kInt8 ? "int8" : "fp8";
+  s += dynamic ? " dynamic" : " static";
+  switch (strategy) {
+    case ActStrategy::kToken:
+      s += " per-token";
+      break;
+    case ActStrategy::kTensor:
+      s += " per-tensor";
+      break;
+    case ActStrategy::kGroup:
+      s += " g" + std::to_string(group_size);
+      break;
+  }
+  if (type == ActType::kInt8) s += sym ? " sym" : " asym";
+  return s;
+}
+
+bool operator==(const ActScheme& a, const ActScheme& b) {
+  return a.type == b.type && a.strategy == b.strategy && a.dynamic == b.dynamic && a.sym == b.sym &&
+         a.group_size == b.group_size;
+}
+
 std::string QuantScheme::describe() const {
   if (layout == Layout::kDense) return "dense";
+  std::string s;
   if (layout == Layout::kFp8) {
-    if (block_n > 0 && block_k > 0) {
-      return "fp8 e4m3 block " + std::to_string(block_n) + "x" + std::to_string(block_k);
-    }
-    return "fp8 e4m3 " + grouping(group_size);
+    s = block_n > 0 && block_k > 0
+            ? "fp8 e4m3 block " + std::to_string(block_n) + "x" + std::to_string(block_k)
+            : "fp8 e4m3 " + grouping(group_size);
+  } else {
+    s = std::string(layout_name(layout)) + " int" + std::to_string(bits) + " " +
+        grouping(group_size) + (sym ? " sym" : " asym");
+    if (zero_minus_one) s += " zero-1";
+    if (desc_act) s += " act-order";
   }
-  std::string s = std::string(layout_name(layout)) + " int" + std::to_string(bits) + " " +
-                  grouping(group_size) + (sym ? " sym" : " asym");
-  if (zero_minus_one) s += " zero-1";
-  if (desc_act) s += " act-order";
+  if (act.quantized()) s += "; activations " + act.describe();
   return s;
 }
 
 bool operator==(const QuantScheme& a, const QuantScheme& b) {
   return a.layout == b.layout && a.bits == b.bits && a.group_size == b.group_size &&
          a.sym == b.sym && a.zero_minus_one == b.zero_minus_one && a.desc_act == b.desc_act &&
-         a.block_n == b.block_n && a.block_k == b.block_k;
+         a.block_n == b.block_n && a.block_k == b.block_k && a.act == b.act;
 }
 
 }  // namespace qs::formats

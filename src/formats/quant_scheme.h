@@ -29,6 +29,28 @@ enum class Layout : uint8_t {
 
 const char* layout_name(Layout layout);  // "dense", "gptq", "awq", "ct-pack", "ct-int", "fp8"
 
+// How a W8A8 checkpoint quantizes a linear's input, as its config declares it
+// (compressed-tensors input_activations, fp8 activation_scheme; vllm-serving.md §2.4-§2.5).
+// The kernels reproduce it (ops/quant_matrix.h): the activation grid of an fp8 tensor core or
+// an int8 GEMM, with f32 products. kNone: weight-only (W4A16, W8A16).
+enum class ActType : uint8_t { kNone, kInt8, kFp8 };
+enum class ActStrategy : uint8_t {
+  kToken,   // one scale per row of x (per token)
+  kTensor,  // one scale for the whole call (static: the checkpoint's input_scale)
+  kGroup,   // one scale per row and `group_size` inputs (fp8 block checkpoints: 1 x 128)
+};
+struct ActScheme {
+  ActType type = ActType::kNone;
+  ActStrategy strategy = ActStrategy::kToken;
+  bool dynamic = true;     // scales from x at run time; false: input_scale (+ input_zero_point)
+  bool sym = true;         // false: an int8 zero point (input_zero_point, or per token)
+  int64_t group_size = 0;  // kGroup only
+  bool quantized() const { return type != ActType::kNone; }
+  // "int8 dynamic per-token sym", "fp8 static per-tensor", "none".
+  std::string describe() const;
+};
+bool operator==(const ActScheme& a, const ActScheme& b);
+
 struct QuantScheme {
   Layout layout = Layout::kDense;
   int bits = 16;            // 2, 3, 4, 8 for the int layouts; 8 for fp8
@@ -41,11 +63,13 @@ struct QuantScheme {
   bool desc_act = false;  // act-order: g_idx is a permutation of groups, not k / group_size
   // fp8 block scales (weight_scale_inv): rows x columns of one block; 0 when not blocked.
   int64_t block_n = 0, block_k = 0;
+  ActScheme act{};  // how the input is quantized (W8A8); none for weight-only schemes
 
   bool quantized() const { return layout != Layout::kDense; }
   // Columns per group for a weight of `k` input columns: k for -1 and 0.
   int64_t group_for(int64_t k) const { return group_size > 0 ? group_size : k; }
-  // "gptq int4 g128 sym zero-1", "awq int4 g128 asym", "fp8 e4m3 block 128x128", "dense".
+  // "gptq int4 g128 sym zero-1", "awq int4 g128 asym", "fp8 e4m3 block 128x128", "dense";
+  // W8A8 schemes end in "; activations int8 dynamic per-token sym".
   std::string describe() const;
 };
 

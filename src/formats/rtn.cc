@@ -83,4 +83,37 @@ QuantizedWeight rtn_quantize(const float* w, int64_t n, int64_t k, int bits, int
   return q;
 }
 
+QuantizedWeight fp8_quantize(const float* w, int64_t n, int64_t k, int64_t block) {
+  QS_CHECK(n > 0 && k > 0 && block >= 0);
+  QuantizedWeight q;
+  q.n = n;
+  q.k = k;
+  q.bits = 8;
+  q.code_type = CodeType::kFp8E4m3;
+  q.group_size = block > 0 ? block : k;
+  q.scale_dtype = DType::kF32;
+  const int64_t groups = q.n_groups();
+  const int64_t rows_per_scale = block > 0 ? block : 1;
+  q.codes.resize(static_cast<size_t>(n * k));
+  q.scales.resize(static_cast<size_t>(n * groups));
+  q.zeros.assign(static_cast<size_t>(n * groups), 0);
+  for (int64_t j0 = 0; j0 < n; j0 += rows_per_scale) {
+    const int64_t j1 = std::min(n, j0 + rows_per_scale);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t c0 = g * q.group_size, c1 = std::min(k, c0 + q.group_size);
+      float amax = 0.0f;
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(w[j * k + c]));
+      const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+      for (int64_t j = j0; j < j1; ++j) {
+        q.scales[static_cast<size_t>(j * groups + g)] = scale;
+        for (int64_t c = c0; c < c1; ++c) {
+          q.codes[static_cast<size_t>(j * k + c)] = f32_to_fp8_e4m3(w[j * k + c] / scale);
+        }
+      }
+    }
+  }
+  return q;
+}
+
 }  // namespace qs::formats

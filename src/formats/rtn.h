@@ -23,4 +23,9 @@ namespace qs::formats {
 QuantizedWeight rtn_quantize(const float* w, int64_t n, int64_t k, int bits, int64_t group_size,
                              bool sym);
 
+// FP8 e4m3 quantization as llm-compressor's FP8 presets do it with a min-max observer: one
+// scale per row (block 0) or per block x block tile, scale = amax / 448 (f32), codes =
+// e4m3(w / scale) rounded to nearest even. Groups of the result: per row (k) or `block`.
+QuantizedWeight fp8_quantize(const float* w, int64_t n, int64_t k, int64_t block);
+
 }  // namespace qs::formats

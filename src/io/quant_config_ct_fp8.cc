@@ -34,9 +34,19 @@ Status parse_fp8(const json& qc, const Where& w, Parsed* p) {
   if (act != "dynamic" && act != "static") {
     return w.invalid("activation_scheme", act, "expected dynamic or static");
   }
-  p->notes.push_back("activation_scheme " + act +
-                     (act == "static" ? " (input_scale tensors are not used)" : "") +
-                     "; we run fp8 weights with f32 activations");
+  // vLLM's Fp8LinearMethod: static is the per-tensor input_scale of each layer; dynamic is
+  // per token group of block_k for block checkpoints, else one scale per call or per token
+  // depending on the GPU kernel. We take per token: finer, and a request's result does not
+  // depend on the requests batched with it.
+  d.act.type = formats::ActType::kFp8;
+  d.act.dynamic = act == "dynamic";
+  d.act.strategy = d.act.dynamic ? formats::ActStrategy::kToken : formats::ActStrategy::kTensor;
+  if (d.act.dynamic && d.block_k > 0) {
+    d.act.strategy = formats::ActStrategy::kGroup;
+    d.act.group_size = d.block_k;
+  }
+  p->notes.push_back("activation_scheme " + act + ": activations " + d.act.describe() +
+                     (d.act.dynamic ? "" : ", from each layer's input_scale"));
   for (const char* key : {"ignored_layers", "modules_to_not_convert"}) {
     QS_ASSIGN_OR_RETURN(auto skip, get_strings(qc, w, key));
     for (const auto& s : skip) p->add(Match::kSubstring, s, QuantScheme{});
@@ -154,6 +164,72 @@ Result<QuantScheme> ct_weights(const json& wa, const std::string& format, const 
   return s;
 }
 
+// The scheme of one config group's `input_activations` args.
+Result<formats::ActScheme> ct_acts(const json& aa, const Where& w,
+                                   std::vector<std::string>* notes) {
+  if (!aa.is_object()) return w.invalid("input_activations", aa, "expected an object");
+  const Where aw = w.at(".input_activations");
+  formats::ActScheme a;
+  QS_ASSIGN_OR_RETURN(int bits, get_bits(aa, aw, "num_bits", 8));
+  QS_ASSIGN_OR_RETURN(std::string type, get_string(aa, aw, "type", "int"));
+  type = lower(type);
+  if (bits != 8 || (type != "int" && type != "float")) {
+    return aw.unsupported("num_bits", bits,
+                          "activations are supported as 8-bit int or float (fp8 e4m3), not " +
+                              std::to_string(bits) + "-bit " + type);
+  }
+  a.type = type == "int" ? formats::ActType::kInt8 : formats::ActType::kFp8;
+  if (const json* dyn = find(aa, "dynamic")) {
+    if (!dyn->is_boolean()) {
+      return aw.unsupported("dynamic", *dyn, "expected true (scales per call) or false (static)");
+    }
+    a.dynamic = dyn->get<bool>();
+  } else {
+    a.dynamic = false;  // compressed-tensors' QuantizationArgs default
+  }
+  QS_ASSIGN_OR_RETURN(a.sym, get_bool(aa, aw, "symmetric", true));
+  if (!a.sym && a.type == formats::ActType::kFp8) {
+    return aw.unsupported("symmetric", false, "fp8 activations have no zero point");
+  }
+  const json* g = find(aa, "group_size");
+  std::string strategy;
+  if (find(aa, "strategy")) {
+    QS_ASSIGN_OR_RETURN(strategy, get_string(aa, aw, "strategy", ""));
+    strategy = lower(strategy);
+  } else {
+    strategy = g && g->is_number_integer() && g->get<int64_t>() > 0 ? "group" : "tensor";
+  }
+  if (strategy == "token") {
+    a.strategy = formats::ActStrategy::kToken;
+  } else if (strategy == "tensor") {
+    a.strategy = formats::ActStrategy::kTensor;
+  } else if (strategy == "group") {
+    a.strategy = formats::ActStrategy::kGroup;
+    if (g) {
+      QS_ASSIGN_OR_RETURN(a.group_size, as_int(*g, aw, "group_size"));
+    }
+    if (a.group_size <= 0) {
+      return aw.invalid("group_size", g ? *g : json(nullptr),
+                        "strategy group needs a positive group_size");
+    }
+  } else {
+    return aw.unsupported("strategy", strategy,
+                          "activations are quantized per token, tensor or group");
+  }
+  if (!a.dynamic && a.strategy != formats::ActStrategy::kTensor) {
+    return aw.unsupported("strategy", strategy,
+                          "static activation scales are supported per tensor only");
+  }
+  if (a.dynamic && a.strategy == formats::ActStrategy::kTensor) {
+    // One scale over the whole call would make a request's result depend on the requests
+    // batched with it; per token is as fine or finer everywhere.
+    a.strategy = formats::ActStrategy::kToken;
+    notes->push_back(aw.name("strategy") +
+                     " = tensor with dynamic scales: run per token (batch-invariant)");
+  }
+  return a;
+}
+
 }  // namespace
 
 Status parse_compressed_tensors(const json& qc, const Where& w, Parsed* p) {
@@ -197,16 +273,20 @@ Status parse_compressed_tensors(const json& qc, const Where& w, Parsed* p) {
     if (const json* wa = find(group, "weights")) {
       QS_ASSIGN_OR_RETURN(s, ct_weights(*wa, format, find(group, "format") ? gw : w));
     }
+    if (const json* a = find(group, "input_activations"); a != nullptr && !a->is_null()) {
+      if (s.quantized()) {
+        QS_ASSIGN_OR_RETURN(s.act, ct_acts(*a, gw, &p->notes));
+        p->notes.push_back(gname + " quantizes input_activations: " + s.act.describe());
+      }
+    }
     if (!have_default && s.quantized()) {
       p->dflt = s;
       p->format = format;
       have_default = true;
     }
-    for (const char* acts : {"input_activations", "output_activations"}) {
-      if (const json* a = find(group, acts)) {
-        p->notes.push_back(gname + " also quantizes " + acts + " (" + a->dump() +
-                           "); we run the weights with f32 activations");
-      }
+    if (const json* a = find(group, "output_activations"); a != nullptr && !a->is_null()) {
+      p->notes.push_back(gname + " also quantizes output_activations (" + a->dump() +
+                         "); outputs are kept in f32");
     }
     QS_ASSIGN_OR_RETURN(auto targets, get_strings(group, gw, "targets"));
     if (targets.empty()) return gw.missing("targets", "a group names the modules it quantizes");

@@ -86,25 +86,45 @@ json awq_config(const IntQuantSpec& spec, const std::vector<std::string>& dense)
 }
 
 json compressed_tensors_config(const IntQuantSpec& spec, const std::vector<std::string>& dense) {
-  // llm-compressor's W4A16 / W8A16 preset: one config group over every Linear.
-  json weights = {{"num_bits", spec.bits},
-                  {"type", "int"},
-                  {"symmetric", spec.sym},
-                  {"strategy", spec.group_size > 0 ? "group" : "channel"},
-                  {"group_size", spec.group_size > 0 ? json(spec.group_size) : json(nullptr)},
-                  {"dynamic", false},
-                  {"actorder", nullptr},
-                  {"block_structure", nullptr},
-                  {"observer", "minmax"},
-                  {"observer_kwargs", json::object()}};
+  // llm-compressor's W4A16 / W8A16 / W8A8 / FP8_DYNAMIC / FP8_BLOCK presets: one config
+  // group over every Linear.
+  const char* strategy = spec.block > 0 ? "block" : spec.group_size > 0 ? "group" : "channel";
+  json weights = {
+      {"num_bits", spec.bits},
+      {"type", spec.fp8 ? "float" : "int"},
+      {"symmetric", spec.sym},
+      {"strategy", strategy},
+      {"group_size", spec.group_size > 0 ? json(spec.group_size) : json(nullptr)},
+      {"dynamic", false},
+      {"actorder", nullptr},
+      {"block_structure", spec.block > 0 ? json::array({spec.block, spec.block}) : json(nullptr)},
+      {"observer", "minmax"},
+      {"observer_kwargs", json::object()}};
+  json acts = nullptr;
+  if (spec.act.quantized()) {
+    const bool group = spec.act.strategy == formats::ActStrategy::kGroup;
+    acts = {{"num_bits", 8},
+            {"type", spec.act.type == formats::ActType::kFp8 ? "float" : "int"},
+            {"symmetric", spec.act.sym},
+            {"strategy", group ? "group" : "token"},
+            {"group_size", group ? json(spec.act.group_size) : json(nullptr)},
+            {"dynamic", true},
+            {"actorder", nullptr},
+            {"block_structure", nullptr},
+            {"observer", nullptr},
+            {"observer_kwargs", json::object()}};
+  }
+  const char* format = spec.fp8               ? "float-quantized"
+                       : spec.act.quantized() ? "int-quantized"
+                                              : "pack-quantized";
   json ignore = json::array({"lm_head"});
   for (const auto& m : dense) ignore.push_back(m);
   json group = {{"targets", json::array({"Linear"})},
                 {"weights", weights},
-                {"input_activations", nullptr},
+                {"input_activations", acts},
                 {"output_activations", nullptr},
-                {"format", "pack-quantized"}};
-  json qc = {{"quant_method", "compressed-tensors"}, {"format", "pack-quantized"},
+                {"format", format}};
+  json qc = {{"quant_method", "compressed-tensors"}, {"format", format},
              {"quantization_status", "compressed"},  {"ignore", ignore},
              {"kv_cache_scheme", nullptr},           {"global_compression_ratio", nullptr},
              {"sparsity_config", json::object()},    {"provider", "auto-round"}};
@@ -141,10 +161,27 @@ const char* export_format_name(ExportFormat format) {
 
 Result<IntQuantSpec> parse_int_quant_spec(const std::string& name) {
   const auto bad = [&](const std::string& why) {
-    return invalid_argument("quantization scheme '" + name + "': " + why +
-                            " (expected w<bits>[g<group>][-asym], e.g. w4g128, w4g128-asym, w8)");
+    return invalid_argument(
+        "quantization scheme '" + name + "': " + why +
+        " (expected w<bits>[g<group>][-asym], e.g. w4g128, w4g128-asym, w8; or w8a8, fp8, "
+        "fp8-block)");
   };
   IntQuantSpec spec;
+  if (name == "w8a8" || name == "fp8" || name == "fp8-block") {
+    spec.bits = 8;
+    spec.group_size = -1;
+    spec.fp8 = name != "w8a8";
+    spec.act.type = spec.fp8 ? formats::ActType::kFp8 : formats::ActType::kInt8;
+    spec.act.dynamic = true;
+    spec.act.strategy = formats::ActStrategy::kToken;
+    if (name == "fp8-block") {
+      spec.block = 128;
+      spec.group_size = 0;
+      spec.act.strategy = formats::ActStrategy::kGroup;
+      spec.act.group_size = 128;
+    }
+    return spec;
+  }
   size_t pos = 0;
   if (name.empty() || name[pos] != 'w') return bad("does not start with 'w'");
   ++pos;
@@ -167,6 +204,8 @@ Result<IntQuantSpec> parse_int_quant_spec(const std::string& name) {
 }
 
 std::string int_quant_spec_name(const IntQuantSpec& spec) {
+  if (spec.fp8) return spec.block > 0 ? "fp8-block" : "fp8";
+  if (spec.act.quantized()) return "w8a8";
   std::string s = "w" + std::to_string(spec.bits);
   if (spec.group_size > 0) s += "g" + std::to_string(spec.group_size);
   if (!spec.sym) s += "-asym";
@@ -179,6 +218,11 @@ bool int_packable(int64_t n, int64_t k) {
 
 Result<json> make_quantization_config(ExportFormat format, const IntQuantSpec& spec,
                                       const std::vector<std::string>& dense_modules) {
+  if (spec.needs_compressed_tensors() && format != ExportFormat::kCompressedTensors) {
+    return invalid_argument(int_quant_spec_name(spec) +
+                            " is written as compressed-tensors only, not " +
+                            export_format_name(format));
+  }
   switch (format) {
     case ExportFormat::kAutoRound:
       return auto_round_config(spec, dense_modules);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "formats/quant_scheme.h"
 
 namespace qs::io {
 
@@ -33,13 +34,23 @@ const char* export_format_name(ExportFormat format);
 
 // A weight-only integer scheme as users name it: "w4g128" (symmetric), "w4g128-asym",
 // "w8" (per output channel), "w3g128", ...
+// Also the W8A8 schemes of llm-compressor's presets, written as compressed-tensors only:
+// "w8a8" (int8 per-channel weights, dynamic per-token int8 activations: W8A8), "fp8" (fp8
+// e4m3 per-channel weights, dynamic per-token fp8 activations: FP8_DYNAMIC) and "fp8-block"
+// (128 x 128 weight blocks, dynamic 1 x 128 activation groups: FP8_BLOCK).
 struct IntQuantSpec {
   int bits = 4;
   int64_t group_size = 128;  // -1 = one group per output channel
   bool sym = true;
+  bool fp8 = false;          // e4m3 weights (bits 8)
+  int64_t block = 0;         // fp8 block x block weight scales; 0 = per channel
+  formats::ActScheme act{};  // declared activation quantization (none: weight-only)
+
+  bool needs_compressed_tensors() const { return fp8 || act.quantized(); }
 };
 
-// "w<bits>[g<group>][-sym|-asym]" with bits 2, 3, 4 or 8 and group > 0; no g = per channel.
+// "w<bits>[g<group>][-sym|-asym]" with bits 2, 3, 4 or 8 and group > 0; no g = per channel;
+// or "w8a8", "fp8", "fp8-block".
 Result<IntQuantSpec> parse_int_quant_spec(const std::string& name);
 // The name parse_int_quant_spec reads back: "w4g128", "w8", "w4g128-asym".
 std::string int_quant_spec_name(const IntQuantSpec& spec);

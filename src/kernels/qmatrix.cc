@@ -80,7 +80,9 @@ Sections sections_of(const formats::QuantizedWeight& w) {
 }  // namespace
 
 std::string qmatrix_unsupported(const formats::QuantizedWeight& w) {
-  if (w.code_type != formats::CodeType::kUint) return "fp8 has no int kernel";
+  if (w.code_type == formats::CodeType::kFp8E4m3 && !w.g_idx.empty()) {
+    return "fp8 with a g_idx";
+  }
   if (w.bits < 1 || w.bits > 8) return "int" + std::to_string(w.bits) + " has no int kernel";
   const Grouping g = grouping_of(w);
   if (g.n_groups > 1 && g.group_size % kQBlock != 0) {
@@ -114,7 +116,8 @@ QMatrixView qmatrix_pack(const formats::QuantizedWeight& w, void* buf) {
   std::memset(base, 0, s.total);
 
   QMatrixView v;
-  v.bits = resident_bits(w.bits);
+  v.fp8 = w.code_type == formats::CodeType::kFp8E4m3;
+  v.bits = v.fp8 ? 8 : resident_bits(w.bits);
   v.n = w.n;
   v.k = w.k;
   v.k_pad = (w.k + kQBlock - 1) / kQBlock * kQBlock;
@@ -236,6 +239,49 @@ QActsView quantize_acts(const QMatrixView& w, const float* x, int64_t m, void* b
   }
   qacts_group_sums(w, bufs);
   return a;
+}
+
+QActsView quantize_acts_declared(const QMatrixView& w, const formats::ActScheme& act,
+                                 float static_scale, const float* x, int64_t m, void* buf) {
+  QS_CHECK(act.type == formats::ActType::kInt8 && act.sym);
+  const int64_t nb = w.blocks();
+  const QActsBuffers bufs = qacts_buffers(w, m, buf);
+  // Blocks per activation scale: the whole row, or one declared group.
+  const int64_t span = act.strategy == formats::ActStrategy::kGroup ? act.group_size / kQBlock : nb;
+  QS_CHECK(span > 0 &&
+           (act.strategy != formats::ActStrategy::kGroup || act.group_size % kQBlock == 0));
+  std::vector<float> v(static_cast<size_t>(w.k_pad));
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * w.k;
+    for (int64_t c = 0; c < w.k_pad; ++c) {
+      v[static_cast<size_t>(c)] = c < w.k ? xr[w.perm != nullptr ? w.perm[c] : c] : 0.0f;
+    }
+    for (int64_t b0 = 0; b0 < nb; b0 += span) {
+      const int64_t b1 = std::min(nb, b0 + span);
+      float d = static_scale;
+      if (act.dynamic) {
+        float amax = 0.0f;
+        for (int64_t c = b0 * kQBlock; c < b1 * kQBlock; ++c) {
+          amax = std::max(amax, std::fabs(v[static_cast<size_t>(c)]));
+        }
+        d = amax / 127.0f;
+      }
+      for (int64_t b = b0; b < b1; ++b) {
+        int32_t sum = 0;
+        int8_t* qb = bufs.q + r * w.k_pad + b * kQBlock;
+        for (int64_t i = 0; i < kQBlock; ++i) {
+          const float xi = v[static_cast<size_t>(b * kQBlock + i)];
+          const float t = d > 0.0f ? std::clamp(xi / d, -128.0f, 127.0f) : 0.0f;
+          qb[i] = static_cast<int8_t>(std::lrintf(t));
+          sum += qb[i];
+        }
+        bufs.d[r * nb + b] = d;
+        bufs.qsum[r * nb + b] = sum;
+      }
+    }
+  }
+  qacts_group_sums(w, bufs);
+  return bufs.view;
 }
 
 }  // namespace qs::kernels

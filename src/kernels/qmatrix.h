@@ -10,7 +10,9 @@
 //     bits 4: 16 bytes per block; byte i holds input 32b+i in its low nibble and
 //             32b+16+i in its high nibble (llama.cpp's Q4_0 order: one AND and one shift
 //             give inputs 0..15 and 16..31);
-//     bits 8: 32 bytes per block, one code per byte.
+//     bits 8: 32 bytes per block, one code per byte; with `fp8` the bytes are e4m3fn codes
+//             (value = scale * e4m3(code), no zero), which only the bf16-activation kernels
+//             run (ref/qlinear_bf16act_ref.h).
 //   Any stored width up to 4 bits runs as bits 4 (2- and 3-bit codes fit a nibble); 5..8 as 8.
 //   scales [n, G] f32; zero_terms [n, G] f32 = -scale * zero, or nullptr when every zero is
 //   `uniform_zero` (symmetric checkpoints), which saves their bandwidth.
@@ -26,6 +28,7 @@
 #include <cstdint>
 #include <string>
 
+#include "formats/quant_scheme.h"
 #include "formats/quantized_weight.h"
 
 namespace qs::kernels {
@@ -33,7 +36,8 @@ namespace qs::kernels {
 constexpr int64_t kQBlock = 32;
 
 struct QMatrixView {
-  int bits = 4;  // 4 or 8: the resident code width
+  int bits = 4;      // 4 or 8: the resident code width
+  bool fp8 = false;  // codes are e4m3fn bytes (bits 8)
   int64_t n = 0, k = 0, k_pad = 0;
   int64_t group_size = 0;  // multiple of kQBlock
   int64_t n_groups = 0;    // ceil(k / group_size)
@@ -49,8 +53,9 @@ struct QMatrixView {
   }
 };
 
-// Why the int kernels cannot run `w` ("" when they can): float codes (fp8), more than 8
-// bits, a group size that is not a multiple of 32, act-order groups of unequal sizes.
+// Why the packed kernels cannot run `w` ("" when they can): more than 8 bits, a group size
+// that is not a multiple of 32, act-order groups of unequal sizes. (fp8 codes pack; the int8
+// kernels do not run them, the bf16-activation ones do.)
 std::string qmatrix_unsupported(const formats::QuantizedWeight& w);
 // Bytes qmatrix_pack writes for `w` (codes, scales, zero terms, perm; each 64-byte aligned).
 size_t qmatrix_bytes(const formats::QuantizedWeight& w);
@@ -88,5 +93,16 @@ void qacts_group_sums(const QMatrixView& w, const QActsBuffers& bufs);
 // Quantizes x [m, k] f32 for `w` into `buf` (qacts_bytes(w, m) bytes) and returns the view.
 // Scalar; the per-ISA versions in cpu/qlinear_cpu.h give bit-identical q, d, gsum, qsum.
 QActsView quantize_acts(const QMatrixView& w, const float* x, int64_t m, void* buf);
+
+// W8A8 int8 activations as a checkpoint declares them (formats::ActScheme, int8 symmetric),
+// in the same layout: every block of one activation scale shares its d, per token one d =
+// amax(row) / 127 for the row, static the checkpoint's `static_scale` for the call, per
+// group one d per act.group_size inputs (a multiple of 32); q = round-half-even(x / d)
+// clamped to [-128, 127] as vLLM's kernels do (a dynamic d never reaches -128; a static one
+// calibrated as compressed-tensors does, amax / 127.5, often does). Every int kernel takes
+// -128: VNNI and AMX sum u8 x s8 in i32, AVX2 widens 8-bit codes to i16 first. Scalar: one
+// pass over x per call.
+QActsView quantize_acts_declared(const QMatrixView& w, const formats::ActScheme& act,
+                                 float static_scale, const float* x, int64_t m, void* buf);
 
 }  // namespace qs::kernels

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/log.h"
+#include "formats/layout_util.h"
 #include "formats/layouts.h"
 #include "ops/quant_matrix.h"
 
@@ -33,6 +34,43 @@ formats::StoredTensors module_tensors(const io::Checkpoint& ckpt,
 
 bool is_16bit(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
+}
+
+// The static activation scale (and zero point) of a W8A8 layer: `input_scale` (f32/f16/bf16,
+// one element: per-tensor) and `input_zero_point` (int, one element; asymmetric only).
+Status read_static_acts(const std::string& module, const QuantScheme& scheme,
+                        const formats::StoredTensors& stored, float* scale, int32_t* zero) {
+  if (!scheme.act.quantized() || scheme.act.dynamic) return ok_status();
+  const std::string why = " (activations " + scheme.act.describe() + ")";
+  auto it = stored.find("input_scale");
+  if (it == stored.end()) return not_found(module + ".input_scale is missing" + why);
+  const Tensor& s = it->second;
+  if (!is_16bit(s.dtype) || s.numel() != 1) {
+    return invalid_argument(module + ".input_scale is " + dtype_name(s.dtype) + " " +
+                            shape_string(s.shape) + ", expected one f32/f16/bf16 value" + why);
+  }
+  *scale = formats::load_float(s, 0);
+  it = stored.find("input_zero_point");
+  if (it != stored.end()) {
+    const Tensor& z = it->second;
+    const bool int_type = z.dtype == DType::kI8 || z.dtype == DType::kI16 ||
+                          z.dtype == DType::kI32 || z.dtype == DType::kI64;
+    if (!int_type || z.numel() != 1) {
+      return invalid_argument(module + ".input_zero_point is " + dtype_name(z.dtype) + " " +
+                              shape_string(z.shape) + ", expected one integer" + why);
+    }
+    const int64_t v = formats::load_int(z, 0);
+    if (v < -128 || v > 127) {
+      return invalid_argument(module + ".input_zero_point " + std::to_string(v) +
+                              " is outside int8" + why);
+    }
+    *zero = static_cast<int32_t>(v);
+  }
+  if (scheme.act.sym && *zero != 0) {
+    return invalid_argument(module + ".input_zero_point is " + std::to_string(*zero) +
+                            " for symmetric activations" + why);
+  }
+  return ok_status();
 }
 
 }  // namespace
@@ -106,7 +144,12 @@ Status LinearLoader::load_one(const std::string& module, int64_t n, int64_t k,
   for (const auto& [suffix, t] : stored) *stored_bytes += t.nbytes();
   QS_ASSIGN_OR_RETURN(formats::QuantizedWeight unpacked,
                       formats::unpack(module, *scheme, stored, n, k));
-  QS_ASSIGN_OR_RETURN(auto matrix, ops::QuantMatrix::make(*scheme, unpacked));
+  float input_scale = 1.0f;
+  int32_t input_zero = 0;
+  QS_RETURN_IF_ERROR(read_static_acts(module, *scheme, stored, &input_scale, &input_zero));
+  auto made = ops::QuantMatrix::make(*scheme, unpacked, input_scale, input_zero);
+  if (!made.ok()) return made.status().with_context(module);
+  auto matrix = std::move(made).value();
   *out = ops::LinearWeight(std::move(matrix));
   return ok_status();
 }

@@ -123,6 +123,11 @@ Job packed_job(kernels::Isa isa, int64_t m, const QuantMatrix& q, const kernels:
 }
 
 kernels::QActsView quantize_for(kernels::Isa isa, const QuantMatrix& q, const float* x, int64_t m) {
+  if (q.act().quantized()) {
+    // W8A8 int8 symmetric: the checkpoint's activation scales, not our per-block ones.
+    return kernels::quantize_acts_declared(q.view(), q.act(), q.input_scale(), x, m,
+                                           acts_scratch(kernels::qacts_bytes(q.view(), m)));
+  }
   QuantizeActs quantize = kernels::quantize_acts;
   if (isa == kernels::Isa::kAvx512) quantize = kernels::cpu::quantize_acts_avx512;
   if (isa == kernels::Isa::kAvx2) quantize = kernels::cpu::quantize_acts_avx2;
@@ -135,7 +140,11 @@ Job bf16act_job(kernels::Isa isa, int64_t m, const QuantMatrix& q, const float* 
                 const float* bias, float* y) {
   const kernels::QMatrixView* w = &q.view();
   const kernels::Bf16ActsView a =
-      kernels::prepare_bf16_acts(*w, x, m, acts_scratch(kernels::bf16_acts_bytes(*w, m)));
+      q.act().quantized()
+          ? kernels::prepare_declared_bf16_acts(
+                *w, q.act(), q.input_scale(), q.input_zero(), x, m,
+                acts_scratch(kernels::declared_bf16_acts_bytes(*w, m)))
+          : kernels::prepare_bf16_acts(*w, x, m, acts_scratch(kernels::bf16_acts_bytes(*w, m)));
   Job job;
   job.n = w->n;
   job.macs = m * w->n * w->k;
@@ -267,7 +276,10 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Linear
   if (m < 0) return invalid_argument("linear: negative row count " + std::to_string(m));
   // QuantMatrix::make admits no empty weight, so only m can make the call empty.
   if (m == 0) return ok_status();
-  if (activation_precision() == ActivationPrecision::kBf16) {
+  // Declared activations (W8A8) decide for themselves; weight-only schemes follow the
+  // process-wide precision.
+  if (q.needs_bf16_kernels() ||
+      (!q.act().quantized() && activation_precision() == ActivationPrecision::kBf16)) {
     run_job(bf16act_job(isa, m, q, x, bias, y), pool);
     return ok_status();
   }
@@ -290,6 +302,8 @@ Status linear_many(const float* x, int64_t m, std::span<const LinearOut> outs, T
       together = together && t.rank() == 2 && t.dim(1) > 0;
       continue;
     }
+    // W8A8 and fp8 weights quantize x their own way, each.
+    together = together && !q->act().quantized() && !q->needs_bf16_kernels();
     if (first_packed == nullptr) first_packed = q;
     together = together && same_acts_layout(first_packed->view(), q->view());
   }

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/qlinear_bf16act.h"
 #include "kernels/cpu/qlinear_cpu.h"
 
 namespace qs::ops {
@@ -91,16 +92,53 @@ Tensor dequantize_bf16(const formats::QuantizedWeight& w) {
   return t;
 }
 
+// What the declared activation quantization needs of the weight and of its static scale.
+Status check_act(const formats::QuantScheme& scheme, const formats::QuantizedWeight& w,
+                 const std::string& why_unpacked, float input_scale, int32_t input_zero) {
+  const formats::ActScheme& act = scheme.act;
+  if (!act.quantized()) return ok_status();
+  const std::string shape = "[" + std::to_string(w.n) + ", " + std::to_string(w.k) + "]";
+  const bool fp8_codes = w.code_type == formats::CodeType::kFp8E4m3;
+  if (fp8_codes && act.type == formats::ActType::kInt8) {
+    return unimplemented("quantized weight " + shape +
+                         ": fp8 weights with int8 activations are not supported");
+  }
+  if (!why_unpacked.empty()) {
+    return unimplemented("quantized weight " + shape + ": activations " + act.describe() +
+                         " need the packed kernels, which cannot run it: " + why_unpacked);
+  }
+  if (!act.dynamic && !(std::isfinite(input_scale) && input_scale > 0.0f)) {
+    return invalid_argument("quantized weight " + shape + ": input_scale " +
+                            std::to_string(input_scale) + " is not a positive finite number");
+  }
+  if (!act.dynamic && (input_zero < -128 || input_zero > 127)) {
+    return invalid_argument("quantized weight " + shape + ": input_zero_point " +
+                            std::to_string(input_zero) + " is outside int8");
+  }
+  if (act.strategy == formats::ActStrategy::kGroup && act.type == formats::ActType::kInt8 &&
+      act.sym && (act.group_size % kernels::kQBlock != 0 || !w.g_idx.empty())) {
+    return unimplemented("quantized weight " + shape + ": int8 activation groups of " +
+                         std::to_string(act.group_size) +
+                         " need a multiple of 32 and no act-order");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const QuantMatrix>> QuantMatrix::make(const formats::QuantScheme& scheme,
-                                                             const formats::QuantizedWeight& w) {
+                                                             const formats::QuantizedWeight& w,
+                                                             float input_scale,
+                                                             int32_t input_zero) {
   QS_RETURN_IF_ERROR(check_sizes(w));
   auto q = std::make_shared<QuantMatrix>();
   q->n_ = w.n;
   q->k_ = w.k;
   q->scheme_ = scheme;
   q->reason_ = kernels::qmatrix_unsupported(w);
+  QS_RETURN_IF_ERROR(check_act(scheme, w, q->reason_, input_scale, input_zero));
+  q->input_scale_ = input_scale;
+  q->input_zero_ = input_zero;
   if (!q->reason_.empty()) {
     q->fallback_ = dequantize_bf16(w);
     return std::shared_ptr<const QuantMatrix>(std::move(q));
@@ -116,8 +154,25 @@ Result<std::shared_ptr<const QuantMatrix>> QuantMatrix::make(const formats::Quan
   return std::shared_ptr<const QuantMatrix>(std::move(q));
 }
 
+bool QuantMatrix::needs_bf16_kernels() const {
+  const formats::ActScheme& a = scheme_.act;
+  return view_.fp8 || a.type == formats::ActType::kFp8 ||
+         (a.type == formats::ActType::kInt8 && !a.sym);
+}
+
 std::string QuantMatrix::kernel() const {
   if (!packed()) return "dequantized bf16: " + reason_;
+  const std::string acts =
+      scheme_.act.quantized() ? ", activations " + scheme_.act.describe() : std::string();
+  if (needs_bf16_kernels()) {
+    const std::string codes = view_.fp8 ? "fp8 e4m3 (1 byte)" : "int" + std::to_string(view_.bits);
+    const std::string group =
+        view_.n_groups == 1 ? std::string("per-channel") : "g" + std::to_string(view_.group_size);
+    const bool simd =
+        kernels::active_isa() == kernels::Isa::kAvx512 && kernels::cpu::bf16act_supported();
+    return codes + " " + group + " x bf16-exact activations (" + (simd ? "avx512-bf16" : "scalar") +
+           ")" + acts;
+  }
   const std::string group =
       view_.n_groups == 1 ? std::string("per-channel") : "g" + std::to_string(view_.group_size);
   const kernels::Isa isa = kernels::active_isa();
@@ -132,7 +187,7 @@ std::string QuantMatrix::kernel() const {
       scheme_.quantized() && scheme_.bits < view_.bits
           ? "int" + std::to_string(scheme_.bits) + " as int" + std::to_string(view_.bits)
           : "int" + std::to_string(view_.bits);
-  return bits + " " + group + " (" + isa_name + ")";
+  return bits + " " + group + " (" + isa_name + ")" + acts;
 }
 
 size_t QuantMatrix::resident_bytes() const {

@@ -1,7 +1,9 @@
 // ops: a quantized linear weight made resident. Built once at load from the formats layer's
-// QuantizedWeight: repacked for the int8-activation kernels (kernels/qmatrix.h) when they can
-// run it, else dequantized to a dense bf16 weight for the dense kernels (the fallback; fp8,
-// odd group sizes). It remembers the checkpoint's scheme and the chosen kernel for `inspect`.
+// QuantizedWeight: repacked (kernels/qmatrix.h) when the packed kernels can run it (int codes
+// on the int8-activation kernels, fp8 codes at one byte each on the bf16-activation ones),
+// else dequantized to a dense bf16 weight for the dense kernels (the fallback: odd group
+// sizes). It remembers the checkpoint's scheme, its declared activation quantization (W8A8:
+// scheme().act and the static input scale) and the chosen kernel for `inspect`.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +21,12 @@ namespace qs::ops {
 class QuantMatrix {
  public:
   // `scheme` is what the checkpoint declared (kept for reports); `w` its unpacked content.
+  // A static activation scheme (scheme.act.dynamic false) takes the checkpoint's input_scale
+  // and input_zero_point (0 when symmetric).
   static Result<std::shared_ptr<const QuantMatrix>> make(const formats::QuantScheme& scheme,
-                                                         const formats::QuantizedWeight& w);
+                                                         const formats::QuantizedWeight& w,
+                                                         float input_scale = 1.0f,
+                                                         int32_t input_zero = 0);
 
   int64_t rows() const { return n_; }  // n, output features
   int64_t cols() const { return k_; }  // k, input features
@@ -29,6 +35,12 @@ class QuantMatrix {
   bool packed() const { return fallback_.empty(); }
   const kernels::QMatrixView& view() const { return view_; }
   const Tensor& fallback() const { return fallback_; }
+  const formats::ActScheme& act() const { return scheme_.act; }
+  float input_scale() const { return input_scale_; }
+  int32_t input_zero() const { return input_zero_; }
+  // Whether calls run the bf16-activation kernels whatever ActivationPrecision says: fp8
+  // codes, and declared activations the int8 kernels cannot reproduce (asymmetric int8, fp8).
+  bool needs_bf16_kernels() const;
   // "int4 g128 (avx512-vnni)", "int8 per-channel (avx2)", "dequantized bf16: fp8 has no int
   // kernel" — what runs it on this CPU and why.
   std::string kernel() const;
@@ -42,6 +54,8 @@ class QuantMatrix {
   size_t storage_bytes_ = 0;
   Tensor fallback_;     // [n, k] bf16 when not packed
   std::string reason_;  // why not packed
+  float input_scale_ = 1.0f;
+  int32_t input_zero_ = 0;
 };
 
 }  // namespace qs::ops

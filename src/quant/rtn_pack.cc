@@ -9,6 +9,10 @@ namespace qs::quant {
 Status rtn_quantize_and_pack(const std::string& module, const formats::QuantScheme& scheme,
                              io::ExportFormat format, const std::vector<float>& values, int64_t n,
                              int64_t k, std::vector<std::pair<std::string, Tensor>>* out) {
+  if (scheme.layout == formats::Layout::kFp8) {
+    return pack_quantized(module, scheme, format,
+                          formats::fp8_quantize(values.data(), n, k, scheme.block_k), out);
+  }
   return pack_quantized(
       module, scheme, format,
       formats::rtn_quantize(values.data(), n, k, scheme.bits, scheme.group_size, scheme.sym), out);

@@ -290,8 +290,14 @@ TEST_P(QuantGolden, LogitsMatchTheTool) {
   EXPECT_GE(steps_checked, steps_total / 2) << GetParam();
 }
 
+// The compressed-tensors W8A8 / fp8 fixtures (llama_ct_*) have their own test,
+// ct_w8a8_golden_test.cc: their references quantize activations as declared.
 std::vector<std::string> fixture_names() {
-  return testing::fixture_names(kFixtures);
+  std::vector<std::string> names;
+  for (const auto& n : testing::fixture_names(kFixtures)) {
+    if (n.rfind("llama_ct_", 0) != 0) names.push_back(n);
+  }
+  return names;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, QuantGolden, ::testing::ValuesIn(fixture_names()),

@@ -157,14 +157,20 @@ void check_fallback(const QuantizedWeight& w, const std::string& reason) {
   for (size_t e = 0; e < y.size(); ++e) ASSERT_NEAR(y[e], expect[e], 2e-6 * y_max) << e;
 }
 
-TEST(QuantLinear, Fp8AndOddGroupsRunDequantizedBf16) {
+// fp8 weights stay packed at one byte (their kernels: qlinear_w8a8_test.cc); odd groups fall
+// back to a dequantized bf16 copy.
+TEST(QuantLinear, OddGroupsRunDequantizedBf16) {
   QuantizedWeight fp8 = random_weight(40, 96, 8, 96, true, 5);
   fp8.code_type = formats::CodeType::kFp8E4m3;
   fp8.zeros.assign(fp8.zeros.size(), 0);
   for (uint8_t& c : fp8.codes) {
     if ((c & 0x7F) == 0x7F) c = 0x3F;  // e4m3fn's NaN patterns are not weights
   }
-  check_fallback(fp8, "fp8 has no int kernel");
+  auto made = ops::QuantMatrix::make(scheme_of(fp8), fp8);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  EXPECT_TRUE((*made)->packed());
+  fp8.g_idx.assign(96, 0);
+  check_fallback(fp8, "fp8 with a g_idx");
   check_fallback(random_weight(24, 80, 4, 16, false, 6), "group size 16 is not a multiple of 32");
 }
 

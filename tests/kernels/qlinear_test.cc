@@ -244,7 +244,9 @@ TEST(QMatrix, ExplainsWhatTheIntKernelsCannotRun) {
   WeightSpec spec{8, 128, 4, 32, false, true};
   QuantizedWeight w = random_weight(spec, 7);
   w.code_type = formats::CodeType::kFp8E4m3;
-  EXPECT_EQ(kernels::qmatrix_unsupported(w), "fp8 has no int kernel");
+  EXPECT_EQ(kernels::qmatrix_unsupported(w), "");  // fp8 packs (bf16-activation kernels)
+  w.g_idx.assign(128, 0);
+  EXPECT_EQ(kernels::qmatrix_unsupported(w), "fp8 with a g_idx");
   w = random_weight({8, 128, 4, 16, false, true}, 7);
   EXPECT_EQ(kernels::qmatrix_unsupported(w), "group size 16 is not a multiple of 32");
   w = random_weight({8, 128, 4, 32, true, true}, 7);

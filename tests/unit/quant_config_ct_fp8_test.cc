@@ -22,6 +22,9 @@ using testing::parse_error;
 using testing::parse_ok;
 using testing::same;
 using testing::scheme;
+using testing::with_act;
+using AT = formats::ActType;
+using AS = formats::ActStrategy;
 
 // One llm-compressor config.json quantization_config with `weights`, `acts` and `format`
 // substituted into the shape llm-compressor 0.6 writes.
@@ -89,7 +92,8 @@ TEST(QuantConfigCt, W8A8IntQuantizedNotesActivations) {
                              "int-quantized",
                              R"({"dynamic": true, "num_bits": 8, "strategy": "token",
       "symmetric": true, "type": "int"})"));
-  EXPECT_TRUE(same(c.scheme_for(kQ), scheme(Layout::kCtInt, 8, -1, true)));
+  EXPECT_TRUE(same(c.scheme_for(kQ),
+                   with_act(scheme(Layout::kCtInt, 8, -1, true), AT::kInt8, AS::kToken, true)));
   ASSERT_EQ(c.notes().size(), 1u);
   EXPECT_TRUE(has(c.notes()[0], "input_activations")) << c.notes()[0];
   // Per-tensor int weights are fine for the unpacked layout.
@@ -98,13 +102,51 @@ TEST(QuantConfigCt, W8A8IntQuantizedNotesActivations) {
   EXPECT_TRUE(same(t.scheme_for(kQ), scheme(Layout::kCtInt, 8, 0, true)));
 }
 
+// input_activations become the scheme's declared activation quantization (run by the
+// kernels as vLLM does); what we cannot run is refused by name.
+TEST(QuantConfigCt, InputActivationsAsDeclared) {
+  const std::string w8 = R"({"num_bits": 8, "strategy": "channel", "type": "int"})";
+  const auto stat = parse_ok(ct(w8, "int-quantized",
+                                R"({"dynamic": false, "num_bits": 8, "strategy": "tensor",
+      "symmetric": false, "type": "int"})"));
+  EXPECT_TRUE(same(stat.scheme_for(kQ), with_act(scheme(Layout::kCtInt, 8, -1, true), AT::kInt8,
+                                                 AS::kTensor, false, 0, false)));
+  EXPECT_EQ(stat.scheme_for(kQ).describe(),
+            "ct-int int8 per-channel sym; activations int8 static per-tensor asym");
+  const auto group = parse_ok(ct(R"({"num_bits": 8, "strategy": "block", "type": "float",
+      "block_structure": [128, 128]})",
+                                 "float-quantized",
+                                 R"({"dynamic": true, "num_bits": 8, "strategy": "group",
+      "group_size": 128, "type": "float"})"));
+  EXPECT_TRUE(
+      same(group.scheme_for(kQ), with_act(fp8(0, 128, 128), AT::kFp8, AS::kGroup, true, 128)));
+  // A dynamic per-tensor scale would couple a request to its batch: run per token, noted.
+  const auto per_call = parse_ok(ct(w8, "int-quantized",
+                                    R"({"dynamic": true, "num_bits": 8, "strategy": "tensor",
+      "type": "int"})"));
+  EXPECT_EQ(per_call.scheme_for(kQ).act.strategy, AS::kToken);
+  EXPECT_TRUE(has(per_call.notes().at(0), "batch-invariant")) << per_call.notes().at(0);
+  EXPECT_TRUE(has(parse_error(ct(w8, "int-quantized",
+                                 R"({"dynamic": "local", "num_bits": 4, "type": "float"})")),
+                  "8-bit int or float"));
+  EXPECT_TRUE(has(parse_error(ct(w8, "int-quantized",
+                                 R"({"dynamic": false, "num_bits": 8, "strategy": "token",
+      "type": "int"})")),
+                  "static activation scales are supported per tensor only"));
+  EXPECT_TRUE(has(parse_error(ct(R"({"num_bits": 8, "strategy": "channel", "type": "float"})",
+                                 "float-quantized",
+                                 R"({"dynamic": true, "num_bits": 8, "strategy": "token",
+      "symmetric": false, "type": "float"})")),
+                  "fp8 activations have no zero point"));
+}
+
 TEST(QuantConfigCt, Fp8DynamicAndBlock) {
   const auto dyn = parse_ok(ct(R"({"dynamic": false, "num_bits": 8, "strategy": "channel",
       "symmetric": true, "type": "float"})",
                                "float-quantized",
                                R"({"dynamic": true, "num_bits": 8, "strategy": "token",
       "symmetric": true, "type": "float"})"));
-  EXPECT_TRUE(same(dyn.scheme_for(kQ), fp8(-1)));
+  EXPECT_TRUE(same(dyn.scheme_for(kQ), with_act(fp8(-1), AT::kFp8, AS::kToken, true)));
   EXPECT_TRUE(same(dyn.scheme_for("lm_head"), kDense));
   EXPECT_EQ(dyn.summary(),
             "compressed-tensors (float-quantized) fp8 e4m3 per-channel, from config.json");
@@ -204,8 +246,9 @@ TEST(QuantConfigFp8, BlockScales) {
       "quant_method": "fp8", "weight_block_size": [128, 128]})");
   EXPECT_EQ(c.method(), "fp8");
   EXPECT_EQ(c.format(), "");
-  EXPECT_TRUE(same(c.scheme_for(kQ), fp8(0, 128, 128)));
-  EXPECT_TRUE(same(c.scheme_for(kDown), fp8(0, 128, 128)));
+  const auto block = with_act(fp8(0, 128, 128), AT::kFp8, AS::kGroup, true, 128);
+  EXPECT_TRUE(same(c.scheme_for(kQ), block));
+  EXPECT_TRUE(same(c.scheme_for(kDown), block));
   EXPECT_TRUE(same(c.scheme_for("lm_head"), kDense));
   EXPECT_TRUE(same(c.scheme_for(kRouter), kDense));
   ASSERT_EQ(c.notes().size(), 1u);
@@ -217,9 +260,10 @@ TEST(QuantConfigFp8, PerTensorWithIgnoredLayers) {
   const auto c = parse_ok(R"({"quant_method": "fp8", "activation_scheme": "static",
       "ignored_layers": ["model.layers.0.mlp.down_proj"],
       "modules_to_not_convert": ["self_attn.o_proj"]})");
-  EXPECT_TRUE(same(c.scheme_for(kQ), fp8(0)));
+  const auto fp8_static = with_act(fp8(0), AT::kFp8, AS::kTensor, false);
+  EXPECT_TRUE(same(c.scheme_for(kQ), fp8_static));
   EXPECT_TRUE(same(c.scheme_for(kDown), kDense));
-  EXPECT_TRUE(same(c.scheme_for("model.layers.1.mlp.down_proj"), fp8(0)));
+  EXPECT_TRUE(same(c.scheme_for("model.layers.1.mlp.down_proj"), fp8_static));
   EXPECT_TRUE(same(c.scheme_for("model.layers.5.self_attn.o_proj"), kDense));
   EXPECT_TRUE(has(c.notes().at(0), "input_scale"));
 }

@@ -45,6 +45,18 @@ inline formats::QuantScheme fp8(int64_t group, int64_t block_n = 0, int64_t bloc
   return s;
 }
 
+// `s` with declared activations (W8A8).
+inline formats::QuantScheme with_act(formats::QuantScheme s, formats::ActType type,
+                                     formats::ActStrategy strategy, bool dynamic, int64_t group = 0,
+                                     bool sym = true) {
+  s.act.type = type;
+  s.act.strategy = strategy;
+  s.act.dynamic = dynamic;
+  s.act.group_size = group;
+  s.act.sym = sym;
+  return s;
+}
+
 inline const formats::QuantScheme kDense{};
 
 // Module names the tests ask scheme_for about.

@@ -91,6 +91,41 @@ TEST(QuantExport, SchemeNamesRoundTrip) {
   EXPECT_FALSE(int_packable(64, 80));
 }
 
+// llm-compressor's W8A8 / FP8_DYNAMIC / FP8_BLOCK presets as compressed-tensors, read back
+// with their activations declared.
+TEST(QuantExport, W8A8SchemesReadBackWithTheirActivations) {
+  struct Case {
+    const char* name;
+    formats::Layout layout;
+    formats::ActType act;
+    formats::ActStrategy strategy;
+    int64_t block;
+  };
+  for (const Case& c :
+       {Case{"w8a8", formats::Layout::kCtInt, formats::ActType::kInt8, formats::ActStrategy::kToken,
+             0},
+        Case{"fp8", formats::Layout::kFp8, formats::ActType::kFp8, formats::ActStrategy::kToken, 0},
+        Case{"fp8-block", formats::Layout::kFp8, formats::ActType::kFp8,
+             formats::ActStrategy::kGroup, 128}}) {
+    SCOPED_TRACE(c.name);
+    auto spec = parse_int_quant_spec(c.name);
+    ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+    EXPECT_EQ(int_quant_spec_name(*spec), c.name);
+    EXPECT_FALSE(make_quantization_config(ExportFormat::kAutoRound, *spec, {}).ok());
+    auto qc = make_quantization_config(ExportFormat::kCompressedTensors, *spec, {});
+    ASSERT_TRUE(qc.ok()) << qc.status().to_string();
+    auto parsed = parse_quant_config(*qc, "test");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+    const formats::QuantScheme s = parsed->scheme_for("model.layers.0.mlp.up_proj");
+    EXPECT_EQ(s.layout, c.layout);
+    EXPECT_EQ(s.act.type, c.act);
+    EXPECT_TRUE(s.act.dynamic);
+    EXPECT_EQ(s.act.strategy, c.strategy);
+    EXPECT_EQ(s.block_k, c.block);
+    EXPECT_FALSE(parsed->scheme_for("lm_head").quantized());
+  }
+}
+
 LinearReport report(const std::string& name, int64_t n, int64_t k, bool quantized) {
   LinearReport r;
   r.name = name;

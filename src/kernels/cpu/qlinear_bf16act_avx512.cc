@@ -5,10 +5,12 @@
 // its f32 scale, and the zero term meets the precomputed group sum.
 // GCC 12's intrinsic headers trip -Wmaybe-uninitialized on _mm512_undefined (as in the other
 // AVX-512 kernels).
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/qlinear_bf16act.h"
 
@@ -16,6 +18,7 @@ namespace qs::kernels::cpu {
 namespace {
 
 constexpr int kRows = 4;
+constexpr int64_t kPrefetchBytes = 16 * 1024;
 
 // The bf16 bits of 0..31 (integers have at most 5 significant bits here: exact).
 __m512i code_table() {
@@ -24,8 +27,23 @@ __m512i code_table() {
   return _mm512_load_si512(t);
 }
 
+// 32 e4m3fn codes as bf16 of 2^-8 times their value: each byte moves into the sign and the
+// exponent-mantissa bits of an f16 (e4m3's exponent bias is 8 below f16's, and e4m3
+// subnormals land on f16 subnormals), vcvtph2ps widens exactly, and with at most 4
+// significant bits the bf16 rounding is exact too. The caller multiplies by 256.
+inline __m512bh fp8_bf16(const uint8_t* p) {
+  const __m512i b = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(b, _mm512_set1_epi16(0x80)), 8);
+  const __m512i mag = _mm512_slli_epi16(_mm512_and_si512(b, _mm512_set1_epi16(0x7F)), 7);
+  const __m512i h = _mm512_or_si512(sign, mag);
+  const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+  const __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+  return _mm512_cvtne2ps_pbh(hi, lo);
+}
+
 // The 32 codes of block b of a column as bf16, element e = input 32b + e.
-inline __m512bh codes_bf16(const uint8_t* col, int64_t b, int bits, __m512i table) {
+inline __m512bh codes_bf16(const uint8_t* col, int64_t b, int bits, bool fp8, __m512i table) {
+  if (fp8) return fp8_bf16(col + b * 32);
   if (bits == 4) {
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(col + b * 16));
     const __m128i lo = _mm_and_si128(bytes, _mm_set1_epi8(0x0F));
@@ -41,43 +59,52 @@ inline __m512bh codes_bf16(const uint8_t* col, int64_t b, int bits, __m512i tabl
   return _mm512_cvtne2ps_pbh(hi, lo);
 }
 
+// Rows [i0, i0 + R) of output column j. The codes come from `col`, decoded block by block,
+// or, when `decoded` is not null, from the column already decoded to bf16 (blocks() * 32).
 template <int R>
-void rows_tile(const QMatrixView& w, const Bf16ActsView& a, const float* bias, int64_t i0,
-               int64_t n_begin, int64_t n_end, float* y) {
-  const __m512i table = code_table();
+void column_rows(const QMatrixView& w, const Bf16ActsView& a, const float* bias, int64_t i0,
+                 int64_t j, const uint16_t* decoded, __m512i table, float* y) {
   const int64_t nb = w.blocks(), bpg = w.group_size / kQBlock;
-  const size_t col_bytes = w.code_bytes_per_column();
-  for (int64_t j = n_begin; j < n_end; ++j) {
-    const uint8_t* col = w.codes + static_cast<size_t>(j) * col_bytes;
-    __m512 total[R];
-    float zsum[R];
-    for (int r = 0; r < R; ++r) {
-      total[r] = _mm512_setzero_ps();
-      zsum[r] = 0.0f;
-    }
-    for (int64_t g = 0; g < w.n_groups; ++g) {
-      __m512 acc[R];
-      for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-      const int64_t b_end = std::min(nb, (g + 1) * bpg);
-      for (int64_t b = g * bpg; b < b_end; ++b) {
-        const __m512bh u = codes_bf16(col, b, w.bits, table);
-        for (int r = 0; r < R; ++r) {
-          const __m512i xv = _mm512_loadu_si512(a.x + (i0 + r) * a.k_pad + b * kQBlock);
-          acc[r] = _mm512_dpbf16_ps(acc[r], u, (__m512bh)xv);
-        }
+  const int64_t block_bytes = w.bits * kQBlock / 8;
+  const uint8_t* col = w.codes + static_cast<size_t>(j) * w.code_bytes_per_column();
+  __m512 total[R];
+  float zsum[R];
+  for (int r = 0; r < R; ++r) {
+    total[r] = _mm512_setzero_ps();
+    zsum[r] = 0.0f;
+  }
+  for (int64_t g = 0; g < w.n_groups; ++g) {
+    __m512 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    const int64_t b_end = std::min(nb, (g + 1) * bpg);
+    for (int64_t b = g * bpg; b < b_end; ++b) {
+      __m512bh u;
+      if (decoded != nullptr) {
+        u = (__m512bh)_mm512_loadu_si512(decoded + b * kQBlock);
+      } else {
+        // A column is a few hundred bytes: too short a stream for the hardware prefetcher
+        // (as in the int8 GEMV), so the codes 16 KiB ahead are asked for into L2.
+        _mm_prefetch(reinterpret_cast<const char*>(col) + b * block_bytes + kPrefetchBytes,
+                     _MM_HINT_T1);
+        u = codes_bf16(col, b, w.bits, w.fp8, table);
       }
-      const size_t at = static_cast<size_t>(j * w.n_groups + g);
-      const __m512 s = _mm512_set1_ps(w.scales[at]);
-      const float zt = w.zero_terms != nullptr ? w.zero_terms[at] : -w.scales[at] * w.uniform_zero;
       for (int r = 0; r < R; ++r) {
-        total[r] = _mm512_fmadd_ps(s, acc[r], total[r]);
-        zsum[r] += zt * a.gsum[(i0 + r) * w.n_groups + g];
+        const __m512i xv = _mm512_loadu_si512(a.x + (i0 + r) * a.k_pad + b * kQBlock);
+        acc[r] = _mm512_dpbf16_ps(acc[r], u, (__m512bh)xv);
       }
     }
+    const size_t at = static_cast<size_t>(j * w.n_groups + g);
+    const float ws = w.fp8 ? w.scales[at] * 256.0f : w.scales[at];
+    const float zt = w.zero_terms != nullptr ? w.zero_terms[at] : -w.scales[at] * w.uniform_zero;
     for (int r = 0; r < R; ++r) {
-      y[(i0 + r) * w.n + j] =
-          _mm512_reduce_add_ps(total[r]) + zsum[r] + (bias != nullptr ? bias[j] : 0.0f);
+      const float gs = a.gscale != nullptr ? a.gscale[(i0 + r) * w.n_groups + g] : 1.0f;
+      total[r] = _mm512_fmadd_ps(_mm512_set1_ps(ws * gs), acc[r], total[r]);
+      zsum[r] += gs * zt * a.gsum[(i0 + r) * w.n_groups + g];
     }
+  }
+  for (int r = 0; r < R; ++r) {
+    y[(i0 + r) * w.n + j] =
+        _mm512_reduce_add_ps(total[r]) + zsum[r] + (bias != nullptr ? bias[j] : 0.0f);
   }
 }
 
@@ -89,9 +116,36 @@ bool bf16act_supported() {
 
 void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
                             int64_t n_begin, int64_t n_end, float* y) {
-  int64_t i = 0;
-  for (; i + kRows <= a.m; i += kRows) rows_tile<kRows>(w, a, bias, i, n_begin, n_end, y);
-  for (; i < a.m; ++i) rows_tile<1>(w, a, bias, i, n_begin, n_end, y);
+  const __m512i table = code_table();
+  if (a.m <= kRows) {
+    // Decode-sized: each block's codes are decoded once, straight from memory.
+    for (int64_t j = n_begin; j < n_end; ++j) {
+      if (a.m == kRows) {
+        column_rows<kRows>(w, a, bias, 0, j, nullptr, table, y);
+      } else {
+        for (int64_t i = 0; i < a.m; ++i) column_rows<1>(w, a, bias, i, j, nullptr, table, y);
+      }
+    }
+    return;
+  }
+  // Prefill-sized: a column's codes are decoded to bf16 once (L1-resident: 2 bytes per
+  // input) and reused by every row tile, instead of once per four rows. The buffer only
+  // grows, so a thread allocates once.
+  thread_local std::vector<uint16_t> decoded;
+  const int64_t nb = w.blocks();
+  if (decoded.size() < static_cast<size_t>(w.k_pad)) decoded.resize(static_cast<size_t>(w.k_pad));
+  for (int64_t j = n_begin; j < n_end; ++j) {
+    const uint8_t* col = w.codes + static_cast<size_t>(j) * w.code_bytes_per_column();
+    for (int64_t b = 0; b < nb; ++b) {
+      _mm512_storeu_si512(decoded.data() + b * kQBlock,
+                          (__m512i)codes_bf16(col, b, w.bits, w.fp8, table));
+    }
+    int64_t i = 0;
+    for (; i + kRows <= a.m; i += kRows) {
+      column_rows<kRows>(w, a, bias, i, j, decoded.data(), table, y);
+    }
+    for (; i < a.m; ++i) column_rows<1>(w, a, bias, i, j, decoded.data(), table, y);
+  }
 }
 
 }  // namespace qs::kernels::cpu

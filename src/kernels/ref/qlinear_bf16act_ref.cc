@@ -3,7 +3,11 @@
 #include "kernels/ref/qlinear_bf16act_ref.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
 
 namespace qs::kernels {
 namespace {
@@ -12,8 +16,9 @@ size_t align64(size_t b) {
   return (b + 63) / 64 * 64;
 }
 
-int code_at(const QMatrixView& w, int64_t j, int64_t c) {
+float code_at(const QMatrixView& w, int64_t j, int64_t c) {
   const uint8_t* col = w.codes + static_cast<size_t>(j) * w.code_bytes_per_column();
+  if (w.fp8) return fp8_e4m3_to_f32(col[c]);
   if (w.bits == 8) return col[c];
   const int64_t b = c / kQBlock, i = c % kQBlock;
   const uint8_t byte = col[b * (kQBlock / 2) + (i % 16)];
@@ -64,6 +69,85 @@ Bf16ActsView prepare_bf16_acts(const QMatrixView& w, const float* x, int64_t m, 
   return Bf16ActsView{m, w.k_pad, w.n_groups, xb, gsum};
 }
 
+size_t declared_bf16_acts_bytes(const QMatrixView& w, int64_t m) {
+  return bf16_acts_bytes(w, m) + align64(static_cast<size_t>(m * w.n_groups) * 4);
+}
+
+Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const formats::ActScheme& act,
+                                        float static_scale, int32_t static_zero, const float* x,
+                                        int64_t m, void* buf) {
+  auto* xb = static_cast<uint16_t*>(buf);
+  auto* gsum = reinterpret_cast<float*>(static_cast<uint8_t*>(buf) +
+                                        align64(static_cast<size_t>(m * w.k_pad) * 2));
+  auto* gscale = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(gsum) +
+                                          align64(static_cast<size_t>(m * w.n_groups) * 4));
+  const bool fp8 = act.type == formats::ActType::kFp8;
+  // Inputs per activation scale, in x's own order.
+  const int64_t span = act.strategy == formats::ActStrategy::kGroup ? act.group_size : w.k;
+  const bool row_scale = span >= w.k;
+  const bool aligned = row_scale || (w.perm == nullptr && w.n_groups > 1 && span == w.group_size);
+  std::vector<float> value(static_cast<size_t>(w.k)), scale(static_cast<size_t>(w.k));
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * w.k;
+    for (int64_t c0 = 0; c0 < w.k; c0 += span) {
+      const int64_t c1 = std::min(w.k, c0 + span);
+      float s = static_scale;
+      int32_t z = static_zero;
+      if (act.dynamic) {
+        float lo = 0.0f, hi = 0.0f, amax = 0.0f;
+        for (int64_t c = c0; c < c1; ++c) {
+          lo = std::min(lo, xr[c]);
+          hi = std::max(hi, xr[c]);
+          amax = std::max(amax, std::fabs(xr[c]));
+        }
+        if (fp8) {
+          s = std::max(amax / 448.0f, 1.0f / (448.0f * 512.0f));
+        } else if (act.sym) {
+          s = amax / 127.0f;
+        } else {
+          s = (hi - lo) / 255.0f;
+          z = s > 0.0f ? static_cast<int32_t>(std::nearbyint(-128.0f - lo / s)) : 0;
+        }
+      }
+      for (int64_t c = c0; c < c1; ++c) {
+        float v = 0.0f;
+        if (s > 0.0f) {
+          if (fp8) {
+            v = fp8_e4m3_to_f32(f32_to_fp8_e4m3(xr[c] / s));
+          } else {
+            const float q =
+                std::clamp(std::nearbyint(xr[c] / s) + static_cast<float>(z), -128.0f, 127.0f);
+            v = q - static_cast<float>(z);
+          }
+        }
+        value[static_cast<size_t>(c)] = v;
+        scale[static_cast<size_t>(c)] = s;
+      }
+    }
+    uint16_t* row = xb + r * w.k_pad;
+    for (int64_t c = 0; c < w.k_pad; ++c) {
+      if (c >= w.k) {
+        row[c] = 0;
+        continue;
+      }
+      const auto at = static_cast<size_t>(w.perm != nullptr ? w.perm[c] : c);
+      row[c] = f32_to_bf16(aligned ? value[at] : scale[at] * value[at]);
+    }
+    for (int64_t g = 0; g < w.n_groups; ++g) {
+      float s = 0.0f;
+      const int64_t end = std::min(w.k_pad, (g + 1) * w.group_size);
+      for (int64_t c = g * w.group_size; c < end; ++c) s += bf16_to_f32(row[c]);
+      gsum[r * w.n_groups + g] = s;
+      const int64_t first = std::min(w.k - 1, g * w.group_size);
+      gscale[r * w.n_groups + g] =
+          aligned ? scale[static_cast<size_t>(w.perm != nullptr ? w.perm[first] : first)] : 1.0f;
+    }
+  }
+  Bf16ActsView v{m, w.k_pad, w.n_groups, xb, gsum};
+  v.gscale = gscale;
+  return v;
+}
+
 namespace ref {
 
 void qlinear_bf16act(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
@@ -82,7 +166,8 @@ void qlinear_bf16act(const QMatrixView& w, const Bf16ActsView& a, const float* b
         const size_t at = static_cast<size_t>(j * w.n_groups + g);
         const double zt =
             w.zero_terms != nullptr ? w.zero_terms[at] : -w.scales[at] * w.uniform_zero;
-        acc += w.scales[at] * dot + zt * a.gsum[i * w.n_groups + g];
+        const double gs = a.gscale != nullptr ? a.gscale[i * w.n_groups + g] : 1.0;
+        acc += gs * (w.scales[at] * dot + zt * a.gsum[i * w.n_groups + g]);
       }
       y[i * w.n + j] = static_cast<float>(acc) + (bias != nullptr ? bias[j] : 0.0f);
     }

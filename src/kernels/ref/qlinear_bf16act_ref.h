@@ -20,6 +20,9 @@ struct Bf16ActsView {
   const uint16_t* x = nullptr;  // [m, k_pad] bf16 bits, inputs permuted by the weight's perm,
                                 // zero beyond k
   const float* gsum = nullptr;  // [m, n_groups]
+  // W8A8 (prepare_declared_bf16_acts): x[r, c] = gscale[r, g] * bf16 value, for c in weight
+  // group g; [m, n_groups]. nullptr: 1.
+  const float* gscale = nullptr;
 };
 
 // f32 -> bf16 bits, round to nearest even (NaN stays NaN), as vcvtne2ps2bf16.
@@ -30,6 +33,20 @@ float bf16_to_f32(uint16_t b);
 size_t bf16_acts_bytes(const QMatrixView& w, int64_t m);
 // Rounds x [m, k] f32 for `w` into `buf` (bf16_acts_bytes(w, m) bytes, 64-byte aligned).
 Bf16ActsView prepare_bf16_acts(const QMatrixView& w, const float* x, int64_t m, void* buf);
+
+// W8A8 on the bf16-activation kernels: x rounded to the grid the checkpoint declares
+// (formats::ActScheme): e4m3 values of x / s for fp8, q - zero for int8 (integers within
+// +-255), both exact in bf16, so the products are those of an fp8 tensor core or an int8
+// GEMM; the scales go to gscale. Dynamic scales follow vLLM's kernels: fp8 s = max(amax / 448,
+// 1 / (448 * 512)), int8 s = amax / 127, asymmetric int8 s = (max - min) / 255 with zero
+// round(-128 - min / s); static ones are `static_scale` / `static_zero`. Where the activation
+// groups do not line up with the weight's groups (per-group activations on a per-channel
+// weight, or act-order) each value is stored as bf16(s * value) instead: one more rounding,
+// of 2^-9 relative.
+size_t declared_bf16_acts_bytes(const QMatrixView& w, int64_t m);
+Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const formats::ActScheme& act,
+                                        float static_scale, int32_t static_zero, const float* x,
+                                        int64_t m, void* buf);
 
 namespace ref {
 // y[i, j] (+ bias[j] when not null) for j in [n_begin, n_end).
