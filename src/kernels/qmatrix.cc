@@ -117,6 +117,7 @@ QMatrixView qmatrix_pack(const formats::QuantizedWeight& w, void* buf) {
 
   QMatrixView v;
   v.fp8 = w.code_type == formats::CodeType::kFp8E4m3;
+  v.fp8_pairs = v.fp8 && (g.n_groups == 1 || (g.group_size / kQBlock) % 2 == 0);
   v.bits = v.fp8 ? 8 : resident_bits(w.bits);
   v.n = w.n;
   v.k = w.k;
@@ -142,7 +143,7 @@ QMatrixView qmatrix_pack(const formats::QuantizedWeight& w, void* buf) {
     for (int64_t c = 0; c < w.k; ++c) {
       const uint8_t u = src[perm != nullptr ? perm[c] : c];
       if (v.bits == 8) {
-        dst[c] = u;
+        dst[fp8_stored_index(c, v.blocks(), v.fp8_pairs)] = u;
       } else {
         // Q4_0 order: byte i of block b holds inputs 32b+i (low) and 32b+16+i (high).
         const int64_t b = c / kQBlock, i = c % kQBlock;

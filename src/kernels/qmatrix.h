@@ -38,6 +38,10 @@ constexpr int64_t kQBlock = 32;
 struct QMatrixView {
   int bits = 4;      // 4 or 8: the resident code width
   bool fp8 = false;  // codes are e4m3fn bytes (bits 8)
+  // fp8 only: every two blocks (64 codes) from the start are stored in the order the AVX-512
+  // decoder's byte unpacks emit them (fp8_stored_index); a last odd block stays in input
+  // order. Set when no group boundary splits a pair.
+  bool fp8_pairs = false;
   int64_t n = 0, k = 0, k_pad = 0;
   int64_t group_size = 0;  // multiple of kQBlock
   int64_t n_groups = 0;    // ceil(k / group_size)
@@ -52,6 +56,17 @@ struct QMatrixView {
     return static_cast<size_t>(blocks()) * kQBlock * bits / 8;
   }
 };
+
+// Where input c of a column's codes is stored when `pairs` (QMatrixView::fp8_pairs): within
+// each 64-code pair of blocks, inputs 8L + o (o < 8) sit at byte 16L + o and inputs
+// 32 + 8L + o at 16L + 8 + o, so that unpacking the low and high 8 bytes of each 16-byte
+// lane gives inputs 0..31 and 32..63 in order. `blocks` is the column's block count.
+inline int64_t fp8_stored_index(int64_t c, int64_t blocks, bool pairs) {
+  if (!pairs || c >= blocks / 2 * 64) return c;
+  const int64_t base = c / 64 * 64, i = c % 64;
+  const int64_t half = i / 32, j = i % 32;
+  return base + (j / 8) * 16 + half * 8 + j % 8;
+}
 
 // Why the packed kernels cannot run `w` ("" when they can): more than 8 bits, a group size
 // that is not a multiple of 32, act-order groups of unequal sizes. (fp8 codes pack; the int8

@@ -7,11 +7,17 @@
 // AVX-512 kernels).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The fp8 decoder's byte lookups need AVX512-VBMI (Ice Lake, Sapphire Rapids, Zen 4: every
+// CPU with AVX512-BF16 but Cooper Lake); only this file is built for it, and
+// bf16act_supported() checks it at run time.
+#pragma GCC target("avx512vbmi")
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
+#include "core/dtype.h"
 #include "kernels/cpu/qlinear_bf16act.h"
 
 namespace qs::kernels::cpu {
@@ -41,6 +47,34 @@ inline __m512bh fp8_bf16(const uint8_t* p) {
   return _mm512_cvtne2ps_pbh(hi, lo);
 }
 
+// The bf16 bits of 2^-8 times each e4m3 magnitude 0..127, as low and high bytes, 64 bytes
+// per table half (vpermi2b takes a 7-bit index: the sign bit of a code is ignored).
+struct Fp8Tables {
+  __m512i lo0, lo1, hi0, hi1;
+};
+Fp8Tables fp8_tables() {
+  alignas(64) uint8_t lo[128], hi[128];
+  for (int m = 0; m < 128; ++m) {
+    const uint16_t b = f32_to_bf16(std::ldexp(fp8_e4m3_to_f32(static_cast<uint8_t>(m)), -8));
+    lo[m] = static_cast<uint8_t>(b & 0xFF);
+    hi[m] = static_cast<uint8_t>(b >> 8);
+  }
+  return {_mm512_load_si512(lo), _mm512_load_si512(lo + 64), _mm512_load_si512(hi),
+          _mm512_load_si512(hi + 64)};
+}
+
+// Two blocks (64 codes, stored in fp8_stored_index order) as bf16 of 2^-8 times their
+// values: two byte lookups, the sign or-ed into the high byte, two unpacks. 6 instructions
+// per 64 weights, against 9 per 32 for fp8_bf16.
+inline void fp8_pair_bf16(const uint8_t* p, const Fp8Tables& t, __m512bh* u0, __m512bh* u1) {
+  const __m512i c = _mm512_loadu_si512(p);
+  const __m512i lo = _mm512_permutex2var_epi8(t.lo0, c, t.lo1);
+  __m512i hi = _mm512_permutex2var_epi8(t.hi0, c, t.hi1);
+  hi = _mm512_ternarylogic_epi32(hi, c, _mm512_set1_epi8(static_cast<char>(0x80)), 0xF8);
+  *u0 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
+  *u1 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
+}
+
 // The 32 codes of block b of a column as bf16, element e = input 32b + e.
 inline __m512bh codes_bf16(const uint8_t* col, int64_t b, int bits, bool fp8, __m512i table) {
   if (fp8) return fp8_bf16(col + b * 32);
@@ -63,7 +97,8 @@ inline __m512bh codes_bf16(const uint8_t* col, int64_t b, int bits, bool fp8, __
 // or, when `decoded` is not null, from the column already decoded to bf16 (blocks() * 32).
 template <int R>
 void column_rows(const QMatrixView& w, const Bf16ActsView& a, const float* bias, int64_t i0,
-                 int64_t j, const uint16_t* decoded, __m512i table, float* y) {
+                 int64_t j, const uint16_t* decoded, __m512i table, const Fp8Tables& tables,
+                 float* y) {
   const int64_t nb = w.blocks(), bpg = w.group_size / kQBlock;
   const int64_t block_bytes = w.bits * kQBlock / 8;
   const uint8_t* col = w.codes + static_cast<size_t>(j) * w.code_bytes_per_column();
@@ -77,7 +112,20 @@ void column_rows(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
     __m512 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     const int64_t b_end = std::min(nb, (g + 1) * bpg);
-    for (int64_t b = g * bpg; b < b_end; ++b) {
+    int64_t b = g * bpg;
+    if (decoded == nullptr && w.fp8_pairs) {
+      for (; b + 1 < b_end; b += 2) {
+        _mm_prefetch(reinterpret_cast<const char*>(col) + b * 32 + kPrefetchBytes, _MM_HINT_T1);
+        __m512bh u0, u1;
+        fp8_pair_bf16(col + b * 32, tables, &u0, &u1);
+        for (int r = 0; r < R; ++r) {
+          const uint16_t* xr = a.x + (i0 + r) * a.k_pad + b * kQBlock;
+          acc[r] = _mm512_dpbf16_ps(acc[r], u0, (__m512bh)_mm512_loadu_si512(xr));
+          acc[r] = _mm512_dpbf16_ps(acc[r], u1, (__m512bh)_mm512_loadu_si512(xr + kQBlock));
+        }
+      }
+    }
+    for (; b < b_end; ++b) {
       __m512bh u;
       if (decoded != nullptr) {
         u = (__m512bh)_mm512_loadu_si512(decoded + b * kQBlock);
@@ -111,19 +159,23 @@ void column_rows(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
 }  // namespace
 
 bool bf16act_supported() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") &&
+         __builtin_cpu_supports("avx512vbmi");
 }
 
 void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
                             int64_t n_begin, int64_t n_end, float* y) {
   const __m512i table = code_table();
+  static const Fp8Tables tables = fp8_tables();
   if (a.m <= kRows) {
     // Decode-sized: each block's codes are decoded once, straight from memory.
     for (int64_t j = n_begin; j < n_end; ++j) {
       if (a.m == kRows) {
-        column_rows<kRows>(w, a, bias, 0, j, nullptr, table, y);
+        column_rows<kRows>(w, a, bias, 0, j, nullptr, table, tables, y);
       } else {
-        for (int64_t i = 0; i < a.m; ++i) column_rows<1>(w, a, bias, i, j, nullptr, table, y);
+        for (int64_t i = 0; i < a.m; ++i) {
+          column_rows<1>(w, a, bias, i, j, nullptr, table, tables, y);
+        }
       }
     }
     return;
@@ -136,15 +188,24 @@ void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const f
   if (decoded.size() < static_cast<size_t>(w.k_pad)) decoded.resize(static_cast<size_t>(w.k_pad));
   for (int64_t j = n_begin; j < n_end; ++j) {
     const uint8_t* col = w.codes + static_cast<size_t>(j) * w.code_bytes_per_column();
-    for (int64_t b = 0; b < nb; ++b) {
+    int64_t b = 0;
+    if (w.fp8_pairs) {
+      for (; b + 1 < nb; b += 2) {
+        __m512bh u0, u1;
+        fp8_pair_bf16(col + b * 32, tables, &u0, &u1);
+        _mm512_storeu_si512(decoded.data() + b * kQBlock, (__m512i)u0);
+        _mm512_storeu_si512(decoded.data() + (b + 1) * kQBlock, (__m512i)u1);
+      }
+    }
+    for (; b < nb; ++b) {
       _mm512_storeu_si512(decoded.data() + b * kQBlock,
                           (__m512i)codes_bf16(col, b, w.bits, w.fp8, table));
     }
     int64_t i = 0;
     for (; i + kRows <= a.m; i += kRows) {
-      column_rows<kRows>(w, a, bias, i, j, decoded.data(), table, y);
+      column_rows<kRows>(w, a, bias, i, j, decoded.data(), table, tables, y);
     }
-    for (; i < a.m; ++i) column_rows<1>(w, a, bias, i, j, decoded.data(), table, y);
+    for (; i < a.m; ++i) column_rows<1>(w, a, bias, i, j, decoded.data(), table, tables, y);
   }
 }
 

@@ -18,7 +18,7 @@ size_t align64(size_t b) {
 
 float code_at(const QMatrixView& w, int64_t j, int64_t c) {
   const uint8_t* col = w.codes + static_cast<size_t>(j) * w.code_bytes_per_column();
-  if (w.fp8) return fp8_e4m3_to_f32(col[c]);
+  if (w.fp8) return fp8_e4m3_to_f32(col[fp8_stored_index(c, w.blocks(), w.fp8_pairs)]);
   if (w.bits == 8) return col[c];
   const int64_t b = c / kQBlock, i = c % kQBlock;
   const uint8_t byte = col[b * (kQBlock / 2) + (i % 16)];
