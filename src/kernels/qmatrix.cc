@@ -251,7 +251,9 @@ QActsView quantize_acts_declared(const QMatrixView& w, const formats::ActScheme&
   const int64_t span = act.strategy == formats::ActStrategy::kGroup ? act.group_size / kQBlock : nb;
   QS_CHECK(span > 0 &&
            (act.strategy != formats::ActStrategy::kGroup || act.group_size % kQBlock == 0));
-  std::vector<float> v(static_cast<size_t>(w.k_pad));
+  // x of one row in the weight's input order; grow-only, so decode allocates nothing.
+  thread_local std::vector<float> v;
+  if (v.size() < static_cast<size_t>(w.k_pad)) v.resize(static_cast<size_t>(w.k_pad));
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * w.k;
     for (int64_t c = 0; c < w.k_pad; ++c) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +28,20 @@ inline std::vector<float> read_floats(const std::filesystem::path& file, int64_t
 
 inline int32_t argmax(const float* x, int64_t n) {
   return static_cast<int32_t>(std::max_element(x, x + n) - x);
+}
+
+// Top-1 minus top-2 of one logits row.
+inline float top2_margin(const float* x, int64_t n) {
+  float a = -INFINITY, b = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] > a) {
+      b = a;
+      a = x[i];
+    } else if (x[i] > b) {
+      b = x[i];
+    }
+  }
+  return a - b;
 }
 
 // The fixture directories under `root` (those holding a reference.json), sorted; empty when

@@ -25,6 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::argmax;
 using testing::read_floats;
+using testing::top2_margin;
 
 const fs::path kFixtures = fs::path(QS_SOURCE_DIR) / "tests/golden/fixtures/quant";
 
@@ -34,19 +35,6 @@ std::vector<std::string> ct_fixtures() {
     if (n.rfind("llama_ct_", 0) == 0) names.push_back(n);
   }
   return names;
-}
-
-float top2_margin(const float* x, int64_t n) {
-  float a = -INFINITY, b = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) {
-    if (x[i] > a) {
-      b = a;
-      a = x[i];
-    } else if (x[i] > b) {
-      b = x[i];
-    }
-  }
-  return a - b;
 }
 
 // Our kernels compute the declared grid exactly (fp8 values and int8 codes are exact in bf16,

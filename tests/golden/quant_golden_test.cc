@@ -28,6 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::argmax;
 using testing::read_floats;
+using testing::top2_margin;
 
 const fs::path kFixtures = fs::path(QS_SOURCE_DIR) / "tests/golden/fixtures/quant";
 
@@ -35,20 +36,6 @@ float max_abs(const float* x, int64_t n) {
   float m = 0;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
   return m;
-}
-
-// Top-1 minus top-2 of one logits row.
-float top2_margin(const float* x, int64_t n) {
-  float a = -INFINITY, b = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) {
-    if (x[i] > a) {
-      b = a;
-      a = x[i];
-    } else if (x[i] > b) {
-      b = x[i];
-    }
-  }
-  return a - b;
 }
 
 class QuantGolden : public ::testing::TestWithParam<std::string> {

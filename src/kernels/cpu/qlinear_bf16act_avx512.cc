@@ -8,9 +8,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // The fp8 decoder's byte lookups need AVX512-VBMI (Ice Lake, Sapphire Rapids, Zen 4: every
-// CPU with AVX512-BF16 but Cooper Lake); only this file is built for it, and
+// CPU with AVX512-BF16 but Cooper Lake); CMakeLists.txt builds only this file for it, and
 // bf16act_supported() checks it at run time.
-#pragma GCC target("avx512vbmi")
 #include <immintrin.h>
 
 #include <algorithm>

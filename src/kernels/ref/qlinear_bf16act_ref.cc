@@ -86,7 +86,12 @@ Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const formats::Act
   const int64_t span = act.strategy == formats::ActStrategy::kGroup ? act.group_size : w.k;
   const bool row_scale = span >= w.k;
   const bool aligned = row_scale || (w.perm == nullptr && w.n_groups > 1 && span == w.group_size);
-  std::vector<float> value(static_cast<size_t>(w.k)), scale(static_cast<size_t>(w.k));
+  // One row's grid values and scales in x's order; grow-only, so decode allocates nothing.
+  thread_local std::vector<float> value, scale;
+  if (value.size() < static_cast<size_t>(w.k)) {
+    value.resize(static_cast<size_t>(w.k));
+    scale.resize(static_cast<size_t>(w.k));
+  }
   for (int64_t r = 0; r < m; ++r) {
     const float* xr = x + r * w.k;
     for (int64_t c0 = 0; c0 < w.k; c0 += span) {
