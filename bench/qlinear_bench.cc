@@ -1,4 +1,5 @@
-// Kernel lab for ops::linear on quantized weights: int4 g128 (symmetric) and int8 per-channel
+// Kernel lab for ops::linear on quantized weights: int4 g128 (symmetric), int8 per-channel and
+// fp8 e4m3 (per-channel and 128x128 blocks; weight-only, bf16 activations)
 // at the Qwen2.5-0.5B shapes, every SIMD ISA, against the bf16 dense kernel on the same shape;
 // decode (m = 1, weights rotated over copies that overflow the 32 MiB L3, so DRAM is
 // measured), the GEMV/GEMM crossover (m = 4..32) and prefill (m = 128); 1 and 2 threads.
@@ -40,7 +41,7 @@ constexpr Shape kQwen05B[] = {
     {"qwen0.5b_down", 896, 4864},
 };
 
-enum class Format { kBf16, kInt4G128, kInt8Channel };
+enum class Format { kBf16, kInt4G128, kInt8Channel, kFp8Channel, kFp8Block };
 
 const char* format_name(Format f) {
   switch (f) {
@@ -50,6 +51,10 @@ const char* format_name(Format f) {
       return "int4_g128_sym";
     case Format::kInt8Channel:
       return "int8_per_channel_sym";
+    case Format::kFp8Channel:
+      return "fp8_per_channel";
+    case Format::kFp8Block:
+      return "fp8_block128";
   }
   return "?";
 }
@@ -72,6 +77,24 @@ ops::LinearWeight make_weight(Format f, const Shape& shape, uint32_t seed) {
   formats::QuantizedWeight q;
   q.n = shape.n;
   q.k = shape.k;
+  if (f == Format::kFp8Channel || f == Format::kFp8Block) {
+    // Finite e4m3 codes (0x7F / 0xFF are NaN).
+    q.bits = 8;
+    q.code_type = formats::CodeType::kFp8E4m3;
+    q.group_size = f == Format::kFp8Block ? 128 : shape.k;
+    q.codes.resize(static_cast<size_t>(q.n * q.k));
+    for (uint8_t& c : q.codes) c = static_cast<uint8_t>(next(s) % 0x7F) | (next(s) & 0x80);
+    q.scales.resize(static_cast<size_t>(q.n * q.n_groups()));
+    for (float& v : q.scales) v = static_cast<float>(next(s) % 1000 + 1) / 1e5f;
+    q.zeros.assign(q.scales.size(), 0);
+    formats::QuantScheme scheme;
+    scheme.layout = formats::Layout::kFp8;
+    scheme.bits = 8;
+    scheme.group_size = f == Format::kFp8Block ? 128 : -1;
+    auto made = ops::QuantMatrix::make(scheme, q);
+    if (!made.ok()) return {};
+    return ops::LinearWeight(*made);
+  }
   q.bits = f == Format::kInt4G128 ? 4 : 8;
   q.group_size = f == Format::kInt4G128 ? 128 : shape.k;
   q.codes.resize(static_cast<size_t>(q.n * q.k));
@@ -151,7 +174,8 @@ void register_all() {
       for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{128},
                         int64_t{512}}) {
         for (const Shape& shape : kQwen05B) {
-          for (Format f : {Format::kInt4G128, Format::kInt8Channel, Format::kBf16}) {
+          for (Format f : {Format::kInt4G128, Format::kInt8Channel, Format::kFp8Channel,
+                           Format::kFp8Block, Format::kBf16}) {
             const std::string name = std::string(shape.name) + "/" + kernels::isa_name(isa) + "/" +
                                      format_name(f) + "/m:" + std::to_string(m) +
                                      "/threads:" + std::to_string(threads);

@@ -92,7 +92,7 @@ TEST_P(Bf16Act, KernelMatchesOracleAndOracleIsNearExact) {
   ASSERT_EQ(kernels::qmatrix_unsupported(qw), "");
   Buffer wbuf = aligned_buffer(kernels::qmatrix_bytes(qw));
   const QMatrixView w = kernels::qmatrix_pack(qw, wbuf.get());
-  for (int64_t m : {1, 3, 4, 9}) {
+  for (int64_t m : {1, 2, 3, 4, 9}) {
     const std::vector<float> x = random_x(m, s.k, 11 + static_cast<uint32_t>(m));
     Buffer abuf = aligned_buffer(kernels::bf16_acts_bytes(w, m));
     const kernels::Bf16ActsView a = kernels::prepare_bf16_acts(w, x.data(), m, abuf.get());

@@ -92,67 +92,116 @@ inline __m512bh codes_bf16(const uint8_t* col, int64_t b, int bits, bool fp8, __
   return _mm512_cvtne2ps_pbh(hi, lo);
 }
 
-// Rows [i0, i0 + R) of output column j. The codes come from `col`, decoded block by block,
-// or, when `decoded` is not null, from the column already decoded to bf16 (blocks() * 32).
-template <int R>
-void column_rows(const QMatrixView& w, const Bf16ActsView& a, const float* bias, int64_t i0,
-                 int64_t j, const uint16_t* decoded, __m512i table, const Fp8Tables& tables,
-                 float* y) {
+// Rows [i0, i0 + R) of output columns [j0, j0 + C). The codes come from each column,
+// decoded block by block, or, when `decoded` is not null (C == 1), from the column already
+// decoded to bf16 (blocks() * 32). Several columns share each row's activation loads, and
+// the two blocks of an fp8 pair accumulate apart: a single row then still has 2C independent
+// vdpbf16ps chains instead of one (its latency, not the decode, bounded decode before).
+template <int R, int C>
+void tile(const QMatrixView& w, const Bf16ActsView& a, const float* bias, int64_t i0, int64_t j0,
+          const uint16_t* decoded, __m512i table, const Fp8Tables& tables, float* y) {
+  static_assert(C == 1 || R * C <= 4);
   const int64_t nb = w.blocks(), bpg = w.group_size / kQBlock;
   const int64_t block_bytes = w.bits * kQBlock / 8;
-  const uint8_t* col = w.codes + static_cast<size_t>(j) * w.code_bytes_per_column();
-  __m512 total[R];
-  float zsum[R];
+  const uint8_t* col[C];
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c)
+    col[c] = w.codes + static_cast<size_t>(j0 + c) * w.code_bytes_per_column();
+  __m512 total[R][C];
+  float zsum[R][C];
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
-    total[r] = _mm512_setzero_ps();
-    zsum[r] = 0.0f;
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      total[r][c] = _mm512_setzero_ps();
+      zsum[r][c] = 0.0f;
+    }
   }
   for (int64_t g = 0; g < w.n_groups; ++g) {
-    __m512 acc[R];
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+    __m512 acc[R][C], acc2[R][C];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) acc[r][c] = acc2[r][c] = _mm512_setzero_ps();
+    }
     const int64_t b_end = std::min(nb, (g + 1) * bpg);
     int64_t b = g * bpg;
     if (decoded == nullptr && w.fp8_pairs) {
       for (; b + 1 < b_end; b += 2) {
-        _mm_prefetch(reinterpret_cast<const char*>(col) + b * 32 + kPrefetchBytes, _MM_HINT_T1);
-        __m512bh u0, u1;
-        fp8_pair_bf16(col + b * 32, tables, &u0, &u1);
+        __m512bh u0[C], u1[C];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+          _mm_prefetch(reinterpret_cast<const char*>(col[c]) + b * 32 + kPrefetchBytes,
+                       _MM_HINT_T1);
+          fp8_pair_bf16(col[c] + b * 32, tables, &u0[c], &u1[c]);
+        }
+#pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
           const uint16_t* xr = a.x + (i0 + r) * a.k_pad + b * kQBlock;
-          acc[r] = _mm512_dpbf16_ps(acc[r], u0, (__m512bh)_mm512_loadu_si512(xr));
-          acc[r] = _mm512_dpbf16_ps(acc[r], u1, (__m512bh)_mm512_loadu_si512(xr + kQBlock));
+          const __m512bh x0 = (__m512bh)_mm512_loadu_si512(xr);
+          const __m512bh x1 = (__m512bh)_mm512_loadu_si512(xr + kQBlock);
+#pragma GCC unroll 4
+          for (int c = 0; c < C; ++c) {
+            acc[r][c] = _mm512_dpbf16_ps(acc[r][c], u0[c], x0);
+            acc2[r][c] = _mm512_dpbf16_ps(acc2[r][c], u1[c], x1);
+          }
         }
       }
     }
     for (; b < b_end; ++b) {
-      __m512bh u;
-      if (decoded != nullptr) {
-        u = (__m512bh)_mm512_loadu_si512(decoded + b * kQBlock);
-      } else {
-        // A column is a few hundred bytes: too short a stream for the hardware prefetcher
-        // (as in the int8 GEMV), so the codes 16 KiB ahead are asked for into L2.
-        _mm_prefetch(reinterpret_cast<const char*>(col) + b * block_bytes + kPrefetchBytes,
-                     _MM_HINT_T1);
-        u = codes_bf16(col, b, w.bits, w.fp8, table);
+      __m512bh u[C];
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        if (decoded != nullptr) {
+          u[c] = (__m512bh)_mm512_loadu_si512(decoded + b * kQBlock);
+        } else {
+          // A column is a few hundred bytes: too short a stream for the hardware prefetcher
+          // (as in the int8 GEMV), so the codes 16 KiB ahead are asked for into L2.
+          _mm_prefetch(reinterpret_cast<const char*>(col[c]) + b * block_bytes + kPrefetchBytes,
+                       _MM_HINT_T1);
+          u[c] = codes_bf16(col[c], b, w.bits, w.fp8, table);
+        }
       }
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const __m512i xv = _mm512_loadu_si512(a.x + (i0 + r) * a.k_pad + b * kQBlock);
-        acc[r] = _mm512_dpbf16_ps(acc[r], u, (__m512bh)xv);
+        const __m512bh xv = (__m512bh)_mm512_loadu_si512(a.x + (i0 + r) * a.k_pad + b * kQBlock);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], u[c], xv);
       }
     }
-    const size_t at = static_cast<size_t>(j * w.n_groups + g);
-    const float ws = w.fp8 ? w.scales[at] * 256.0f : w.scales[at];
-    const float zt = w.zero_terms != nullptr ? w.zero_terms[at] : -w.scales[at] * w.uniform_zero;
-    for (int r = 0; r < R; ++r) {
-      const float gs = a.gscale != nullptr ? a.gscale[(i0 + r) * w.n_groups + g] : 1.0f;
-      total[r] = _mm512_fmadd_ps(_mm512_set1_ps(ws * gs), acc[r], total[r]);
-      zsum[r] += gs * zt * a.gsum[(i0 + r) * w.n_groups + g];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      const size_t at = static_cast<size_t>((j0 + c) * w.n_groups + g);
+      const float ws = w.fp8 ? w.scales[at] * 256.0f : w.scales[at];
+      const float zt = w.zero_terms != nullptr ? w.zero_terms[at] : -w.scales[at] * w.uniform_zero;
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const float gs = a.gscale != nullptr ? a.gscale[(i0 + r) * w.n_groups + g] : 1.0f;
+        total[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(ws * gs), _mm512_add_ps(acc[r][c], acc2[r][c]),
+                                      total[r][c]);
+        zsum[r][c] += gs * zt * a.gsum[(i0 + r) * w.n_groups + g];
+      }
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
-    y[(i0 + r) * w.n + j] =
-        _mm512_reduce_add_ps(total[r]) + zsum[r] + (bias != nullptr ? bias[j] : 0.0f);
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      y[(i0 + r) * w.n + j0 + c] =
+          _mm512_reduce_add_ps(total[r][c]) + zsum[r][c] + (bias != nullptr ? bias[j0 + c] : 0.0f);
+    }
   }
+}
+
+// Decode-sized batches (m <= kRows): all rows at once, 4 / m columns at a time, every
+// block's codes decoded once, straight from memory.
+template <int R>
+void decode_rows(const QMatrixView& w, const Bf16ActsView& a, const float* bias, int64_t n_begin,
+                 int64_t n_end, __m512i table, const Fp8Tables& tables, float* y) {
+  constexpr int C = R == 1 ? 4 : R == 2 ? 2 : 1;
+  int64_t j = n_begin;
+  for (; j + C <= n_end; j += C) tile<R, C>(w, a, bias, 0, j, nullptr, table, tables, y);
+  for (; j < n_end; ++j) tile<R, 1>(w, a, bias, 0, j, nullptr, table, tables, y);
 }
 
 }  // namespace
@@ -166,18 +215,17 @@ void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const f
                             int64_t n_begin, int64_t n_end, float* y) {
   const __m512i table = code_table();
   static const Fp8Tables tables = fp8_tables();
-  if (a.m <= kRows) {
-    // Decode-sized: each block's codes are decoded once, straight from memory.
-    for (int64_t j = n_begin; j < n_end; ++j) {
-      if (a.m == kRows) {
-        column_rows<kRows>(w, a, bias, 0, j, nullptr, table, tables, y);
-      } else {
-        for (int64_t i = 0; i < a.m; ++i) {
-          column_rows<1>(w, a, bias, i, j, nullptr, table, tables, y);
-        }
-      }
-    }
-    return;
+  switch (a.m) {
+    case 1:
+      return decode_rows<1>(w, a, bias, n_begin, n_end, table, tables, y);
+    case 2:
+      return decode_rows<2>(w, a, bias, n_begin, n_end, table, tables, y);
+    case 3:
+      return decode_rows<3>(w, a, bias, n_begin, n_end, table, tables, y);
+    case kRows:
+      return decode_rows<kRows>(w, a, bias, n_begin, n_end, table, tables, y);
+    default:
+      break;
   }
   // Prefill-sized: a column's codes are decoded to bf16 once (L1-resident: 2 bytes per
   // input) and reused by every row tile, instead of once per four rows. The buffer only
@@ -202,9 +250,9 @@ void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const f
     }
     int64_t i = 0;
     for (; i + kRows <= a.m; i += kRows) {
-      column_rows<kRows>(w, a, bias, i, j, decoded.data(), table, tables, y);
+      tile<kRows, 1>(w, a, bias, i, j, decoded.data(), table, tables, y);
     }
-    for (; i < a.m; ++i) column_rows<1>(w, a, bias, i, j, decoded.data(), table, tables, y);
+    for (; i < a.m; ++i) tile<1, 1>(w, a, bias, i, j, decoded.data(), table, tables, y);
   }
 }
 
