@@ -1,5 +1,6 @@
 // apps: the `quantserve bench` benchmarks beside `bench latency` (cmd_bench.cc dispatches):
-// vLLM's serving client and offline throughput benchmark, plus the dataset flags they share.
+// vLLM's serving client and offline throughput benchmark, the scheme x KV-memory matrix over
+// serve children, plus the dataset flags they share.
 #pragma once
 
 #include <memory>
@@ -15,6 +16,7 @@ namespace qs::apps {
 
 int bench_serve(const Args& args);       // cmd_bench_serve.cc
 int bench_throughput(const Args& args);  // cmd_bench_throughput.cc
+int bench_matrix(const Args& args);      // cmd_bench_matrix.cc
 
 // vLLM's dataset flags (--dataset-name random|sharegpt, --dataset-path, --num-prompts,
 // --random-*, --sharegpt-output-len, --input-len/--output-len aliases, --seed,

@@ -227,18 +227,22 @@ Status bench_latency(const Flags& flags) {
 
 int cmd_bench(const Args& args) {
   const std::string usage_text =
-      "usage: quantserve bench latency|serve|throughput [options]\n\n"
+      "usage: quantserve bench latency|serve|throughput|matrix [options]\n\n"
       "`bench latency` times prefill (ppN) and decode (tgN) of one sequence, llama-bench style.\n"
       "`bench serve` is vLLM's serving benchmark client against an OpenAI-compatible server.\n"
-      "`bench throughput` is vLLM's offline throughput benchmark on the in-process engine.\n";
+      "`bench throughput` is vLLM's offline throughput benchmark on the in-process engine.\n"
+      "`bench matrix` runs `bench serve` against `serve` children: scheme x KV memory x "
+      "concurrency.\n";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::printf("%s", usage_text.c_str());
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "serve") return bench_serve(Args(args.begin() + 1, args.end()));
   if (args[0] == "throughput") return bench_throughput(Args(args.begin() + 1, args.end()));
+  if (args[0] == "matrix") return bench_matrix(Args(args.begin() + 1, args.end()));
   if (args[0] != "latency") {
-    std::fprintf(stderr, "bench: unknown benchmark '%s' (known: latency, serve, throughput)\n",
+    std::fprintf(stderr,
+                 "bench: unknown benchmark '%s' (known: latency, serve, throughput, matrix)\n",
                  args[0].c_str());
     return 2;
   }

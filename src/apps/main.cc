@@ -29,7 +29,8 @@ const std::vector<Command> kCommands = {
      "write a random-weight checkpoint at a real model's shapes"},
     {"bench", qs::apps::cmd_bench,
      "benchmarks: `bench latency` (prefill/decode tokens/s, roofline), `bench serve` "
-     "(vLLM's serving client), `bench throughput` (offline)"},
+     "(vLLM's serving client), `bench throughput` (offline), `bench matrix` (scheme x KV memory "
+     "over serve children)"},
     {"quantize", qs::apps::cmd_quantize,
      "quantize a checkpoint (auto-round flags; RTN with --iters 0 --disable_opt_rtn)"},
     {"eval", qs::apps::cmd_eval,
