@@ -93,14 +93,15 @@ inline __m512bh codes_bf16(const uint8_t* col, int64_t b, int bits, bool fp8, __
 }
 
 // Rows [i0, i0 + R) of output columns [j0, j0 + C). The codes come from each column,
-// decoded block by block, or, when `decoded` is not null (C == 1), from the column already
-// decoded to bf16 (blocks() * 32). Several columns share each row's activation loads, and
+// decoded block by block, or, when `decoded` is not null, from the C columns already decoded
+// to bf16 (column c at decoded + c * k_pad). Several columns share each row's activation loads, and
 // the two blocks of an fp8 pair accumulate apart: a single row then still has 2C independent
 // vdpbf16ps chains instead of one (its latency, not the decode, bounded decode before).
-template <int R, int C>
+template <int R, int C, bool kDecoded>
 void tile(const QMatrixView& w, const Bf16ActsView& a, const float* bias, int64_t i0, int64_t j0,
           const uint16_t* decoded, __m512i table, const Fp8Tables& tables, float* y) {
-  static_assert(C == 1 || R * C <= 4);
+  // Registers: R C totals and R C accumulators (2 R C from memory), C codes, one x.
+  static_assert(kDecoded ? R * C <= 12 : R * C <= 4);
   const int64_t nb = w.blocks(), bpg = w.group_size / kQBlock;
   const int64_t block_bytes = w.bits * kQBlock / 8;
   const uint8_t* col[C];
@@ -126,7 +127,7 @@ void tile(const QMatrixView& w, const Bf16ActsView& a, const float* bias, int64_
     }
     const int64_t b_end = std::min(nb, (g + 1) * bpg);
     int64_t b = g * bpg;
-    if (decoded == nullptr && w.fp8_pairs) {
+    if (!kDecoded && w.fp8_pairs) {
       for (; b + 1 < b_end; b += 2) {
         __m512bh u0[C], u1[C];
 #pragma GCC unroll 4
@@ -152,8 +153,8 @@ void tile(const QMatrixView& w, const Bf16ActsView& a, const float* bias, int64_
       __m512bh u[C];
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
-        if (decoded != nullptr) {
-          u[c] = (__m512bh)_mm512_loadu_si512(decoded + b * kQBlock);
+        if constexpr (kDecoded) {
+          u[c] = (__m512bh)_mm512_loadu_si512(decoded + c * w.k_pad + b * kQBlock);
         } else {
           // A column is a few hundred bytes: too short a stream for the hardware prefetcher
           // (as in the int8 GEMV), so the codes 16 KiB ahead are asked for into L2.
@@ -200,8 +201,8 @@ void decode_rows(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
                  int64_t n_end, __m512i table, const Fp8Tables& tables, float* y) {
   constexpr int C = R == 1 ? 4 : R == 2 ? 2 : 1;
   int64_t j = n_begin;
-  for (; j + C <= n_end; j += C) tile<R, C>(w, a, bias, 0, j, nullptr, table, tables, y);
-  for (; j < n_end; ++j) tile<R, 1>(w, a, bias, 0, j, nullptr, table, tables, y);
+  for (; j + C <= n_end; j += C) tile<R, C, false>(w, a, bias, 0, j, nullptr, table, tables, y);
+  for (; j < n_end; ++j) tile<R, 1, false>(w, a, bias, 0, j, nullptr, table, tables, y);
 }
 
 }  // namespace
@@ -227,32 +228,46 @@ void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const f
     default:
       break;
   }
-  // Prefill-sized: a column's codes are decoded to bf16 once (L1-resident: 2 bytes per
-  // input) and reused by every row tile, instead of once per four rows. The buffer only
+  // Prefill-sized: kCols columns' codes are decoded to bf16 once (L1-resident: 2 bytes per
+  // input each) and reused by every row tile, a 4 x 3 tile of independent vdpbf16ps chains
+  // (one column against 4 rows was 4 chains: latency-bound; 4 x 4 would spill). The buffer only
   // grows, so a thread allocates once.
+  constexpr int kCols = 3;
   thread_local std::vector<uint16_t> decoded;
   const int64_t nb = w.blocks();
-  if (decoded.size() < static_cast<size_t>(w.k_pad)) decoded.resize(static_cast<size_t>(w.k_pad));
-  for (int64_t j = n_begin; j < n_end; ++j) {
+  const size_t need = static_cast<size_t>(kCols * w.k_pad);
+  if (decoded.size() < need) decoded.resize(need);
+  auto decode_column = [&](int64_t j, uint16_t* out) {
     const uint8_t* col = w.codes + static_cast<size_t>(j) * w.code_bytes_per_column();
     int64_t b = 0;
     if (w.fp8_pairs) {
       for (; b + 1 < nb; b += 2) {
         __m512bh u0, u1;
         fp8_pair_bf16(col + b * 32, tables, &u0, &u1);
-        _mm512_storeu_si512(decoded.data() + b * kQBlock, (__m512i)u0);
-        _mm512_storeu_si512(decoded.data() + (b + 1) * kQBlock, (__m512i)u1);
+        _mm512_storeu_si512(out + b * kQBlock, (__m512i)u0);
+        _mm512_storeu_si512(out + (b + 1) * kQBlock, (__m512i)u1);
       }
     }
     for (; b < nb; ++b) {
-      _mm512_storeu_si512(decoded.data() + b * kQBlock,
-                          (__m512i)codes_bf16(col, b, w.bits, w.fp8, table));
+      _mm512_storeu_si512(out + b * kQBlock, (__m512i)codes_bf16(col, b, w.bits, w.fp8, table));
     }
+  };
+  int64_t j = n_begin;
+  for (; j + kCols <= n_end; j += kCols) {
+    for (int c = 0; c < kCols; ++c) decode_column(j + c, decoded.data() + c * w.k_pad);
     int64_t i = 0;
     for (; i + kRows <= a.m; i += kRows) {
-      tile<kRows, 1>(w, a, bias, i, j, decoded.data(), table, tables, y);
+      tile<kRows, kCols, true>(w, a, bias, i, j, decoded.data(), table, tables, y);
     }
-    for (; i < a.m; ++i) tile<1, 1>(w, a, bias, i, j, decoded.data(), table, tables, y);
+    for (; i < a.m; ++i) tile<1, kCols, true>(w, a, bias, i, j, decoded.data(), table, tables, y);
+  }
+  for (; j < n_end; ++j) {
+    decode_column(j, decoded.data());
+    int64_t i = 0;
+    for (; i + kRows <= a.m; i += kRows) {
+      tile<kRows, 1, true>(w, a, bias, i, j, decoded.data(), table, tables, y);
+    }
+    for (; i < a.m; ++i) tile<1, 1, true>(w, a, bias, i, j, decoded.data(), table, tables, y);
   }
 }
 
