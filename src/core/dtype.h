@@ -3,6 +3,7 @@
 // 16- and 8-bit float types are storage formats converted on the fly.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -52,6 +53,24 @@ float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);  // round to nearest even, overflow to inf
 float fp8_e4m3_to_f32(uint8_t v);
 uint8_t f32_to_fp8_e4m3(float f);  // saturates to +-448 (no inf in e4m3fn)
+// fp8_e4m3_to_f32(f32_to_fp8_e4m3(f)) without the code in between: per-token fp8 activation
+// rounding runs it on every input of every linear, where the table-free encoder cost as
+// much as the matrix product at prefill. Normals keep 3 mantissa bits (round to nearest
+// even on the f32 bits); below 2^-6 the grid is the subnormals' multiples of 2^-9.
+inline float round_to_e4m3(float f) {
+  const float a = std::fabs(f);
+  if (!(a < 448.0f)) return std::isnan(f) ? f : std::copysign(448.0f, f);
+  float r;
+  if (a < 0.015625f) {
+    r = std::nearbyint(a * 512.0f) * (1.0f / 512.0f);
+  } else {
+    uint32_t u;
+    std::memcpy(&u, &a, 4);
+    u = (u + 0x7ffffu + ((u >> 20) & 1u)) & ~0xfffffu;
+    std::memcpy(&r, &u, 4);
+  }
+  return std::copysign(r, f);
+}
 float fp8_e5m2_to_f32(uint8_t v);
 uint8_t f32_to_fp8_e5m2(float f);
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 namespace qs {
 namespace {
@@ -59,6 +61,41 @@ TEST(DType, Fp8E4M3) {
     const float f = fp8_e4m3_to_f32(static_cast<uint8_t>(v));
     if (std::isnan(f)) continue;
     EXPECT_EQ(f32_to_fp8_e4m3(f), v) << v;
+  }
+}
+
+// The fast rounding equals the encoder's round trip on every value that matters: each
+// e4m3 value, the midpoints between neighbours and the floats beside them (ties to even),
+// the range past 448 (saturation), and a sparse sweep of all f32 bit patterns.
+TEST(DType, RoundToE4M3EqualsTheEncodersRoundTrip) {
+  auto check = [](float f) {
+    const float want = fp8_e4m3_to_f32(f32_to_fp8_e4m3(f));
+    const float got = round_to_e4m3(f);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << f;
+      return;
+    }
+    EXPECT_EQ(got, want) << f;
+    EXPECT_EQ(std::signbit(got), std::signbit(want)) << f;
+  };
+  for (int v = 0; v < 0x7e; ++v) {
+    const float a = fp8_e4m3_to_f32(static_cast<uint8_t>(v));
+    const float b = fp8_e4m3_to_f32(static_cast<uint8_t>(v + 1));
+    const float mid = (a + b) / 2;
+    for (float f : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1000.0f), b}) {
+      check(f);
+      check(-f);
+    }
+  }
+  for (float f : {448.0f, 450.0f, 464.0f, 1e30f, INFINITY, NAN, 1e-40f}) {
+    check(f);
+    check(-f);
+  }
+  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 997) {
+    const auto u = static_cast<uint32_t>(bits);
+    float f;
+    std::memcpy(&f, &u, 4);
+    check(f);
   }
 }
 

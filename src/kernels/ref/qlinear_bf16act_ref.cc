@@ -118,7 +118,7 @@ Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const formats::Act
         float v = 0.0f;
         if (s > 0.0f) {
           if (fp8) {
-            v = fp8_e4m3_to_f32(f32_to_fp8_e4m3(xr[c] / s));
+            v = round_to_e4m3(xr[c] / s);
           } else {
             const float q =
                 std::clamp(std::nearbyint(xr[c] / s) + static_cast<float>(z), -128.0f, 127.0f);
