@@ -6,7 +6,6 @@
 #include <ctime>
 #include <filesystem>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -16,18 +15,6 @@ namespace qs::apps::matrix {
 namespace {
 
 namespace fs = std::filesystem;
-
-Result<std::vector<std::string>> split_list(const std::string& s, const std::string& flag) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) return invalid_argument("--" + flag + " has an empty item: '" + s + "'");
-    out.push_back(item);
-  }
-  if (out.empty()) return invalid_argument("--" + flag + " is empty");
-  return out;
-}
 
 // serve's --kv-cache-memory spelling: bytes with an optional K/M/G or KiB/MiB/GiB suffix.
 Result<int64_t> parse_bytes(const std::string& text) {
@@ -134,7 +121,7 @@ Result<Plan> make_plan(const Flags& flags) {
                             " is quantized; it must be the unquantized reference (give quantized "
                             "checkpoints in --schemes as directories)");
   }
-  QS_ASSIGN_OR_RETURN(auto entries, split_list(flags.get("schemes"), "schemes"));
+  QS_ASSIGN_OR_RETURN(auto entries, flags.get_list("schemes"));
   std::set<std::string> seen;
   for (const std::string& e : entries) {
     QS_ASSIGN_OR_RETURN(Scheme s, parse_scheme(e, p.model_dir));
@@ -143,7 +130,7 @@ Result<Plan> make_plan(const Flags& flags) {
     }
     p.schemes.push_back(std::move(s));
   }
-  QS_ASSIGN_OR_RETURN(auto budgets, split_list(flags.get("kv-cache-memory"), "kv-cache-memory"));
+  QS_ASSIGN_OR_RETURN(auto budgets, flags.get_list("kv-cache-memory"));
   std::set<int64_t> seen_bytes;
   for (const std::string& b : budgets) {
     QS_ASSIGN_OR_RETURN(int64_t bytes, parse_bytes(b));
@@ -152,7 +139,7 @@ Result<Plan> make_plan(const Flags& flags) {
     }
     p.budgets.push_back({b, bytes});
   }
-  QS_ASSIGN_OR_RETURN(auto conc, split_list(flags.get("max-concurrency"), "max-concurrency"));
+  QS_ASSIGN_OR_RETURN(auto conc, flags.get_list("max-concurrency"));
   for (const std::string& c : conc) {
     char* end = nullptr;
     const long long v = std::strtoll(c.c_str(), &end, 10);

@@ -9,7 +9,6 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "apps/bench_commands.h"
 #include "bench/metrics.h"
@@ -18,18 +17,6 @@
 
 namespace qs::apps {
 namespace {
-
-Result<std::vector<std::string>> split_list(const std::string& s, const std::string& flag) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) return invalid_argument("--" + flag + " has an empty item: '" + s + "'");
-    out.push_back(item);
-  }
-  if (out.empty()) return invalid_argument("--" + flag + " is empty");
-  return out;
-}
 
 Result<double> parse_number(const std::string& s, const std::string& what) {
   char* end = nullptr;
@@ -111,14 +98,13 @@ Status run(const Flags& flags) {
     if (c <= 0) return invalid_argument("--max-concurrency must be greater than 0");
     rc.max_concurrency = c;
   }
-  QS_ASSIGN_OR_RETURN(rc.percentile_metrics,
-                      split_list(flags.get("percentile-metrics"), "percentile-metrics"));
+  QS_ASSIGN_OR_RETURN(rc.percentile_metrics, flags.get_list("percentile-metrics"));
   for (const std::string& m : rc.percentile_metrics) {
     if (m != "ttft" && m != "tpot" && m != "itl" && m != "e2el") {
       return invalid_argument("--percentile-metrics knows ttft, tpot, itl, e2el; got '" + m + "'");
     }
   }
-  QS_ASSIGN_OR_RETURN(auto pcts, split_list(flags.get("metric-percentiles"), "metric-percentiles"));
+  QS_ASSIGN_OR_RETURN(auto pcts, flags.get_list("metric-percentiles"));
   for (const std::string& p : pcts) {
     QS_ASSIGN_OR_RETURN(double v, parse_number(p, "--metric-percentiles"));
     if (v < 0 || v > 100) return invalid_argument("--metric-percentiles must be in [0, 100]");

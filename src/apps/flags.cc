@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 namespace qs::apps {
 
@@ -101,6 +102,19 @@ Result<double> Flags::get_double(const std::string& name) const {
     return invalid_argument("--" + name + " expects a number, got '" + v + "'");
   }
   return x;
+}
+
+Result<std::vector<std::string>> Flags::get_list(const std::string& name) const {
+  const std::string s = get(name);
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) return invalid_argument("--" + name + " has an empty item: '" + s + "'");
+    out.push_back(item);
+  }
+  if (out.empty()) return invalid_argument("--" + name + " is empty");
+  return out;
 }
 
 std::vector<std::string> Flags::get_all(const std::string& name) const {

@@ -31,6 +31,8 @@ class Flags {
   bool get_bool(const std::string& name) const;
   Result<int64_t> get_int(const std::string& name) const;
   Result<double> get_double(const std::string& name) const;
+  // A comma-separated value ("1,8,64") as its items; an empty list or item names the flag.
+  Result<std::vector<std::string>> get_list(const std::string& name) const;
   // Every value of a flag given more than once (e.g. --stop).
   std::vector<std::string> get_all(const std::string& name) const;
   const std::vector<std::string>& positionals() const { return positionals_; }

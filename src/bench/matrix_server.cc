@@ -18,6 +18,8 @@
 
 #include <httplib.h>
 
+#include "core/mmap_file.h"
+
 extern char** environ;
 
 namespace qs::bench {
@@ -71,11 +73,10 @@ double now_s() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
+// A log as far as the child has written it; "" when it cannot be read (yet).
 std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  Result<std::string> text = read_file(path);
+  return text.ok() ? *text : std::string();
 }
 
 ChildExit exit_of(int status) {
