@@ -1,7 +1,8 @@
-// Kernel lab: true CFG for a FLUX-shaped transformer scaled down to run on a small CPU, as one
-// batched forward of both branches (what the pipeline does: every weight read once per step)
-// against two batch-1 forwards (diffusers' order). Writes a random-init bf16 transformer
-// directory at FLUX.1's head size and width ratios, then times the two forms interleaved.
+// Kernel lab: a FLUX-shaped transformer scaled down to run on a small CPU, bf16 against its
+// RTN W4A16 (what `quantize` makes of the pipeline), and true CFG as one batched forward of
+// both branches (what the pipeline does: every weight read once per step) against two batch-1
+// forwards (diffusers' order). Writes a random-init bf16 transformer directory at FLUX.1's head
+// size and width ratios, quantizes it, then times the four forms interleaved.
 //   build/flux_cfg_bench [--threads 2] [--reps 5] [--layers 2] [--single-layers 4]
 //                        [--heads 6] [--image 256] [--text 128]
 #include <chrono>
@@ -11,10 +12,13 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "diffusion/flux_transformer.h"
 #include "io/checkpoint.h"
+#include "ops/linear.h"
+#include "quant/pipeline.h"
 
 namespace {
 
@@ -138,17 +142,35 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const std::string dir =
-      (fs::temp_directory_path() / ("qs_flux_cfg_bench_" + std::to_string(::getpid()))).string();
-  Status st = write_model(dir, s);
-  auto model =
-      st.ok() ? diffusion::FluxTransformer::load(dir) : Result<diffusion::FluxTransformer>(st);
-  if (!model.ok()) {
-    std::fprintf(stderr, "%s\n", model.status().to_string().c_str());
-    fs::remove_all(dir);
+  // A pipeline directory holding just the transformer (all quantize_pipeline needs), and its
+  // RTN W4A16 (int4 g128 sym, auto_round) sibling.
+  const fs::path root =
+      fs::temp_directory_path() / ("qs_flux_cfg_bench_" + std::to_string(::getpid()));
+  const std::string pipe = (root / "bf16").string(), pipe_w4 = (root / "w4a16").string();
+  auto fail = [&](const Status& st) {
+    std::fprintf(stderr, "%s\n", st.to_string().c_str());
+    fs::remove_all(root);
     return 1;
-  }
-  const auto& f = model->config();
+  };
+  Status st = write_model(pipe + "/transformer", s);
+  if (st.ok())
+    st = io::write_json(pipe + "/model_index.json",
+                        {{"_class_name", "FluxPipeline"},
+                         {"transformer", {"diffusers", "FluxTransformer2DModel"}}});
+  if (!st.ok()) return fail(st);
+  quant::QuantizeOptions qo;
+  qo.model_dir = pipe;
+  qo.output_dir = pipe_w4;
+  qo.iters = 0;
+  qo.disable_opt_rtn = true;
+  qo.threads = threads;
+  auto summary = quant::quantize(qo, nullptr, nullptr, nullptr);
+  if (!summary.ok()) return fail(summary.status());
+  auto bf16 = diffusion::FluxTransformer::load(pipe + "/transformer");
+  if (!bf16.ok()) return fail(bf16.status());
+  auto w4 = diffusion::FluxTransformer::load(pipe_w4 + "/transformer");
+  if (!w4.ok()) return fail(w4.status());
+  const auto& f = bf16->config();
   const int64_t side = s.image / 16, ni = side * side, nt = s.text;
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
@@ -167,7 +189,7 @@ int main(int argc, char** argv) {
   }
   ThreadPool pool(threads);
   std::vector<float> out(2 * ni * f.in_channels);
-  auto run = [&](int64_t b, int64_t item) {
+  auto run = [&](const diffusion::FluxTransformer& model, int64_t b, int64_t item) {
     diffusion::FluxInputs in{b,
                              ni,
                              nt,
@@ -178,32 +200,49 @@ int main(int argc, char** argv) {
                              g.data(),
                              img_ids.data(),
                              txt_ids.data()};
-    QS_CHECK(model->forward(in, out.data(), pool).ok());
+    QS_CHECK(model.forward(in, out.data(), pool).ok());
   };
-  run(2, 0);  // warm-up: page in the weights
-  std::vector<double> batched, sequential;
-  for (int r = 0; r < reps; ++r) {
+  struct Timings {
+    std::vector<double> batched, sequential;
+  };
+  Timings tb, tw;
+  auto time_cfg = [&](const diffusion::FluxTransformer& model, Timings* tm) {
     auto t0 = std::chrono::steady_clock::now();
-    run(2, 0);
-    batched.push_back(seconds_since(t0));
+    run(model, 2, 0);
+    tm->batched.push_back(seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
-    run(1, 0);
-    run(1, 1);
-    sequential.push_back(seconds_since(t0));
+    run(model, 1, 0);
+    run(model, 1, 1);
+    tm->sequential.push_back(seconds_since(t0));
+  };
+  run(*bf16, 2, 0);  // warm-up: page in the weights
+  run(*w4, 2, 0);
+  for (int r = 0; r < reps; ++r) {
+    time_cfg(*bf16, &tb);
+    time_cfg(*w4, &tw);
   }
-  double mb, sb, ms, ss;
-  mean_sd(batched, &mb, &sb);
-  mean_sd(sequential, &ms, &ss);
   std::printf(
       "flux transformer: %lld double + %lld single blocks, %lld heads x 128 (inner %lld), "
-      "%lld image + %lld text tokens (%lldx%lld px), bf16 weights, %d threads, %d reps\n",
+      "%lld image + %lld text tokens (%lldx%lld px), %d threads, %d reps, interleaved\n",
       static_cast<long long>(s.layers), static_cast<long long>(s.single),
       static_cast<long long>(s.heads), static_cast<long long>(f.inner_dim()),
       static_cast<long long>(ni), static_cast<long long>(nt), static_cast<long long>(s.image),
       static_cast<long long>(s.image), threads, reps);
-  std::printf("true CFG step, batched (batch 2): %.3f +- %.3f s\n", mb, sb);
-  std::printf("true CFG step, sequential (2 x batch 1): %.3f +- %.3f s\n", ms, ss);
-  std::printf("sequential / batched: %.2fx\n", ms / mb);
-  fs::remove_all(dir);
+  std::printf("W4A16: %s, %lld linears quantized, activations %s\n", summary->scheme.c_str(),
+              static_cast<long long>(summary->n_quantized),
+              ops::activation_precision_name(ops::activation_precision()));
+  std::printf("| weights | batch 2 (true CFG step) | 2 x batch 1 | sequential / batched |\n");
+  std::printf("|---|---|---|---|\n");
+  double mb16 = 0, mb4 = 0, ms16 = 0, ms4 = 0;
+  for (auto [name, tm, mb, ms] :
+       {std::tuple{"bf16", &tb, &mb16, &ms16}, std::tuple{"W4A16", &tw, &mb4, &ms4}}) {
+    double sb, ss;
+    mean_sd(tm->batched, mb, &sb);
+    mean_sd(tm->sequential, ms, &ss);
+    std::printf("| %s | %.3f +- %.3f s | %.3f +- %.3f s | %.2fx |\n", name, *mb, sb, *ms, ss,
+                *ms / *mb);
+  }
+  std::printf("bf16 / W4A16 step time: batch 2 %.2fx, batch 1 %.2fx\n", mb16 / mb4, ms16 / ms4);
+  fs::remove_all(root);
   return 0;
 }

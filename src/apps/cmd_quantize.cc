@@ -35,6 +35,11 @@ Result<quant::QuantizeOptions> options_from_flags(const Flags& f) {
   o.model_dir = f.get("model");
   o.output_dir = f.get("output_dir");
   QS_ASSIGN_OR_RETURN(o.spec, quant::parse_scheme(f.get("scheme")));
+  const bool w8a8 = o.spec.needs_compressed_tensors();
+  if (w8a8 && (f.has("bits") || f.has("group_size") || f.get_bool("asym"))) {
+    return invalid_argument("--scheme " + f.get("scheme") +
+                            " is a fixed preset: --bits, --group_size and --asym do not apply");
+  }
   if (f.has("bits")) {
     QS_ASSIGN_OR_RETURN(int64_t bits, f.get_int("bits"));
     o.spec.bits = static_cast<int>(bits);
@@ -45,9 +50,8 @@ Result<quant::QuantizeOptions> options_from_flags(const Flags& f) {
   if (f.get_bool("sym") && f.get_bool("asym")) return invalid_argument("--sym and --asym conflict");
   if (f.get_bool("asym")) o.spec.sym = false;
   QS_ASSIGN_OR_RETURN(o.format, io::parse_export_format(f.get("format")));
-  if (o.format == io::ExportFormat::kCompressedTensors) {
-    return invalid_argument("--format: auto_round, auto_gptq or auto_awq");
-  }
+  // The W8A8 / FP8 presets exist in compressed-tensors only, and are RTN there.
+  if (w8a8 && !f.has("format")) o.format = io::ExportFormat::kCompressedTensors;
   QS_ASSIGN_OR_RETURN(o.iters, f.get_int("iters"));
   QS_ASSIGN_OR_RETURN(o.nsamples, f.get_int("nsamples"));
   QS_ASSIGN_OR_RETURN(o.seqlen, f.get_int("seqlen"));
@@ -66,6 +70,10 @@ Result<quant::QuantizeOptions> options_from_flags(const Flags& f) {
   o.dataset = f.get("dataset");
   o.quant_lm_head = f.get_bool("quant_lm_head");
   o.disable_opt_rtn = f.get_bool("disable_opt_rtn");
+  if (w8a8 && !f.has("iters")) {
+    o.iters = 0;
+    o.disable_opt_rtn = true;
+  }
   o.overwrite = f.get_bool("overwrite");
   if (f.has("layer_config")) {
     // Inline JSON, or a file holding it.
@@ -138,7 +146,10 @@ int cmd_quantize(const Args& args) {
   Flags flags;
   flags.add("model", "source checkpoint directory (HF, unquantized)")
       .add("output_dir", "where the quantized checkpoint goes (must not exist unless --overwrite)")
-      .add("scheme", "W4A16, W8A16, W3A16 or W2A16 (int, group 128, sym)", false, "W4A16")
+      .add("scheme",
+           "W4A16, W8A16, W3A16 or W2A16 (int, group 128, sym); llm-compressor's W8A8, "
+           "FP8_DYNAMIC, FP8_BLOCK (RTN, compressed-tensors)",
+           false, "W4A16")
       .add("bits", "override the scheme's bits: 2, 3, 4 or 8")
       .add("group_size", "override the scheme's group size (-1 = per output channel)")
       .add("sym", "symmetric (the default)", true)
@@ -154,7 +165,8 @@ int cmd_quantize(const Args& args) {
       .add("dataset",
            "calibration text: .txt (one document per line), .jsonl with \"text\", or .jsonl with "
            "\"input_ids\" (pre-tokenized samples, used in file order)")
-      .add("format", "auto_round, auto_gptq or auto_awq", false, "auto_round")
+      .add("format", "auto_round, auto_gptq, auto_awq or llm_compressor (compressed-tensors)",
+           false, "auto_round")
       .add("layer_config",
            "per-layer schemes: JSON (or a file), e.g. {\"down_proj\": {\"bits\": 8}}")
       .add("quant_lm_head", "also quantize lm_head (refused when tied to the embeddings)", true)

@@ -2,75 +2,36 @@
 #include "diffusion/component.h"
 
 #include <filesystem>
-#include <set>
 
-#include "core/mmap_file.h"
-#include "io/checkpoint.h"
+#include "models/linear_loader.h"
 
 namespace qs::diffusion {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// The safetensors files of a component: a single file, else every shard its index names.
-Result<std::vector<std::string>> weight_files(const std::string& dir) {
-  for (const char* base : {"diffusion_pytorch_model", "model"}) {
-    const fs::path index = fs::path(dir) / (std::string(base) + ".safetensors.index.json");
-    if (fs::exists(index)) {
-      QS_ASSIGN_OR_RETURN(nlohmann::json j, io::read_json(index.string()));
-      if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
-        return data_loss(index.string() + ": no \"weight_map\" object");
-      }
-      std::set<std::string> shards;
-      for (const auto& [name, file] : j["weight_map"].items()) {
-        if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos) {
-          return data_loss(index.string() + ": bad shard name for '" + name + "'");
-        }
-        shards.insert(file.get<std::string>());
-      }
-      std::vector<std::string> out;
-      for (const auto& s : shards) out.push_back((fs::path(dir) / s).string());
-      return out;
-    }
-    const fs::path single = fs::path(dir) / (std::string(base) + ".safetensors");
-    if (fs::exists(single)) return std::vector<std::string>{single.string()};
-  }
-  return not_found(dir + ": no diffusion_pytorch_model.safetensors or model.safetensors");
-}
-
-}  // namespace
 
 Result<Component> Component::open(const std::string& dir) {
   Component c;
   c.dir_ = dir;
   QS_ASSIGN_OR_RETURN(c.config_, io::read_json((fs::path(dir) / "config.json").string()));
   if (!c.config_.is_object()) return invalid_argument(dir + "/config.json: not a JSON object");
-  QS_ASSIGN_OR_RETURN(std::vector<std::string> files, weight_files(dir));
-  for (const auto& path : files) {
-    QS_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    QS_RETURN_IF_ERROR(io::read_safetensors(file, &tensors, nullptr).with_context(path));
-    for (auto& [name, t] : tensors) {
-      if (!c.tensors_.emplace(name, t).second) {
-        return data_loss(path + ": tensor '" + name + "' is stored twice");
-      }
-    }
-  }
+  // diffusers saves diffusion_pytorch_model.*, transformers (the text encoders) model.*.
+  QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt,
+                      io::Checkpoint::open(dir, io::Checkpoint::base_name(dir)));
+  c.ckpt_ = std::make_shared<const io::Checkpoint>(std::move(ckpt));
+  QS_ASSIGN_OR_RETURN(io::QuantConfig quant, io::load_quant_config(dir, c.config_));
+  c.quant_ = std::make_shared<const io::QuantConfig>(std::move(quant));
+  if (c.quant_->quantized())
+    c.loader_ = std::make_shared<models::LinearLoader>(*c.ckpt_, *c.quant_);
   return c;
 }
 
 Result<Tensor> Component::get(const std::string& name, const std::vector<int64_t>& shape) const {
-  auto it = tensors_.find(name);
-  if (it == tensors_.end()) return not_found(dir_ + ": tensor '" + name + "' not found");
-  if (it->second.shape != shape) {
-    return invalid_argument(dir_ + ": tensor '" + name + "' has shape " +
-                            shape_string(it->second.shape) + ", expected " + shape_string(shape));
+  QS_ASSIGN_OR_RETURN(Tensor t, ckpt_->get(name, shape));
+  if (!dtype_is_float(t.dtype)) {
+    return invalid_argument(dir_ + ": tensor '" + name + "' is " + dtype_name(t.dtype) +
+                            ", not a float tensor");
   }
-  if (!dtype_is_float(it->second.dtype)) {
-    return invalid_argument(dir_ + ": tensor '" + name + "' is not a float tensor");
-  }
-  return it->second;
+  return t;
 }
 
 Result<std::vector<float>> Component::f32(const std::string& name,
@@ -81,11 +42,19 @@ Result<std::vector<float>> Component::f32(const std::string& name,
 
 Result<ops::LinearWeight> Component::linear(const std::string& prefix, int64_t n, int64_t k,
                                             std::vector<float>* bias) const {
-  QS_ASSIGN_OR_RETURN(Tensor w, get(prefix + ".weight", {n, k}));
   if (bias) {
     QS_ASSIGN_OR_RETURN(*bias, f32(prefix + ".bias", {n}));
   }
-  return ops::LinearWeight(std::move(w));
+  if (!loader_) {
+    QS_ASSIGN_OR_RETURN(Tensor w, get(prefix + ".weight", {n, k}));
+    return ops::LinearWeight(std::move(w));
+  }
+  // The loader decides from the stored tensors (qweight or a 16-bit weight) and the config.
+  ops::LinearWeight w;
+  formats::QuantScheme scheme;
+  size_t stored = 0;
+  QS_RETURN_IF_ERROR(loader_->load_checked(prefix, n, k, &w, &scheme, &stored).with_context(dir_));
+  return w;
 }
 
 namespace {

@@ -1,11 +1,14 @@
 // diffusion: one component folder of a diffusers pipeline directory (transformer/, vae/,
 // text_encoder/, ...): its config.json and its weights, which diffusers names
 // diffusion_pytorch_model.safetensors and transformers model.safetensors (either may be
-// sharded with a .index.json). Tensors are zero-copy views of the mapped files; the getters
-// check shapes and name the folder, the tensor and the expected and found shapes.
+// sharded with a .index.json; io::Checkpoint reads both). Tensors are zero-copy views of the
+// mapped files; the getters check shapes and name the folder, the tensor and the expected and
+// found shapes. A component whose config carries a quantization_config (an AutoRound W4A16
+// transformer/, as auto-round exports FLUX) has its linears built by the LLM loader
+// (models/linear_loader.h), so every layout and kernel of the text models serves it too.
 #pragma once
 
-#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,7 +16,13 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "io/checkpoint.h"
+#include "io/quant_config.h"
 #include "ops/linear.h"
+
+namespace qs::models {
+class LinearLoader;
+}
 
 namespace qs::diffusion {
 
@@ -23,12 +32,17 @@ class Component {
 
   const std::string& dir() const { return dir_; }
   const nlohmann::json& config() const { return config_; }
-  bool has(const std::string& name) const { return tensors_.count(name) > 0; }
+  bool has(const std::string& name) const { return ckpt_->has(name); }
+  const io::Checkpoint& checkpoint() const { return *ckpt_; }
+  // Detected from config.json's quantization_config (or quantization_config.json); none for
+  // a 16-bit component.
+  const io::QuantConfig& quantization() const { return *quant_; }
 
   Result<Tensor> get(const std::string& name, const std::vector<int64_t>& shape) const;
   // The tensor converted to f32 (norm weights, biases, convolution kernels).
   Result<std::vector<float>> f32(const std::string& name, const std::vector<int64_t>& shape) const;
-  // A matmul weight [n, k] as ops::linear runs it, and its bias [n] when `bias` is non-null.
+  // A matmul weight [n, k] as ops::linear runs it, and its bias [n] when `bias` is non-null:
+  // a view of a 16-bit weight, or the resident quantized matrix of a quantized one.
   Result<ops::LinearWeight> linear(const std::string& prefix, int64_t n, int64_t k,
                                    std::vector<float>* bias) const;
 
@@ -44,7 +58,10 @@ class Component {
  private:
   std::string dir_;
   nlohmann::json config_;
-  std::map<std::string, Tensor> tensors_;
+  // Shared so that a Component can be moved: the loader keeps references to both.
+  std::shared_ptr<const io::Checkpoint> ckpt_;
+  std::shared_ptr<const io::QuantConfig> quant_;
+  std::shared_ptr<models::LinearLoader> loader_;  // only when quantized
 };
 
 }  // namespace qs::diffusion

@@ -44,6 +44,20 @@ std::pair<size_t, size_t> line_and_column(const std::string& text, size_t pos) {
 }  // namespace
 
 Result<Checkpoint> Checkpoint::open(const std::string& dir) {
+  return open(dir, "model");
+}
+
+std::string Checkpoint::base_name(const std::string& dir) {
+  const std::string diffusers = "diffusion_pytorch_model";
+  std::error_code ec;
+  const bool is_diffusers = fs::exists(fs::path(dir) / (diffusers + ".safetensors"), ec) ||
+                            fs::exists(fs::path(dir) / (diffusers + ".safetensors.index.json"), ec);
+  return is_diffusers ? diffusers : "model";
+}
+
+Result<Checkpoint> Checkpoint::open(const std::string& dir, const std::string& base) {
+  const std::string single_file = base + ".safetensors";
+  const std::string index_file = single_file + ".index.json";
   Checkpoint ckpt;
   ckpt.dir_ = dir;
   std::error_code ec;
@@ -51,7 +65,7 @@ Result<Checkpoint> Checkpoint::open(const std::string& dir) {
 
   // Shard base name -> tensor names the index assigns to it (empty for a single file).
   std::map<std::string, std::set<std::string>> shards;
-  const fs::path index_path = fs::path(dir) / kIndexFile;
+  const fs::path index_path = fs::path(dir) / index_file;
   if (fs::exists(index_path, ec)) {
     QS_ASSIGN_OR_RETURN(json index, read_json(index_path.string()));
     auto map_it = index.is_object() ? index.find("weight_map") : index.end();
@@ -66,10 +80,10 @@ Result<Checkpoint> Checkpoint::open(const std::string& dir) {
       shards[shard.get<std::string>()].insert(name);
     }
     if (shards.empty()) return data_loss(index_path.string() + ": 'weight_map' is empty");
-  } else if (fs::exists(fs::path(dir) / kSingleFile, ec)) {
-    shards[kSingleFile];
+  } else if (fs::exists(fs::path(dir) / single_file, ec)) {
+    shards[single_file];
   } else {
-    return not_found(dir + ": neither " + kSingleFile + " nor " + kIndexFile + " found");
+    return not_found(dir + ": neither " + single_file + " nor " + index_file + " found");
   }
 
   bool first = true;

@@ -27,6 +27,12 @@ class Checkpoint {
   // tensors the index places in it; a name stored in two shards is an error. Tensors a shard
   // holds beyond its index entries are kept (transformers loads them too).
   static Result<Checkpoint> open(const std::string& dir);
+  // The same for files named `base`.safetensors / `base`.safetensors.index.json (diffusers
+  // names a component's weights diffusion_pytorch_model).
+  static Result<Checkpoint> open(const std::string& dir, const std::string& base);
+  // The base name of the weights in `dir`: "diffusion_pytorch_model" when diffusers' files are
+  // there, else "model".
+  static std::string base_name(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
   bool has(const std::string& name) const { return tensors_.count(name) > 0; }

@@ -30,7 +30,10 @@ int64_t take_number(const std::string& s, size_t* pos) {
   return v;
 }
 
-json auto_round_config(const IntQuantSpec& spec, const std::vector<std::string>& dense) {
+json auto_round_config(const IntQuantSpec& spec, const std::vector<std::string>& dense,
+                       const std::vector<std::string>& blocks) {
+  std::string block_names;
+  for (const std::string& b : blocks) block_names += (block_names.empty() ? "" : ",") + b;
   // As auto-round's export picks (autoround.md §3.1): full-range sym keeps zero 2^(b-1), which
   // GPTQ v1 stores as zero-1 (auto_round:auto_gptq); asym zeros may be 0, which v1 cannot
   // store, so 4-bit asym goes to the AWQ layout and other asym widths to the GPTQ layout with
@@ -43,7 +46,7 @@ json auto_round_config(const IntQuantSpec& spec, const std::vector<std::string>&
              {"group_size", spec.group_size},
              {"sym", spec.sym},
              {"data_type", "int"},
-             {"block_name_to_quantize", "model.layers"},
+             {"block_name_to_quantize", block_names},
              {"autoround_version", kAutoRoundVersion},
              // What auto-round writes for RTN (iters=0), the only rounding make-model does.
              {"iters", 0}};
@@ -217,7 +220,15 @@ bool int_packable(int64_t n, int64_t k) {
 }
 
 Result<json> make_quantization_config(ExportFormat format, const IntQuantSpec& spec,
-                                      const std::vector<std::string>& dense_modules) {
+                                      const std::vector<std::string>& dense_modules,
+                                      const std::vector<std::string>& blocks) {
+  if (blocks.empty()) return invalid_argument("no block to quantize");
+  if (format != ExportFormat::kAutoRound && blocks != std::vector<std::string>{"model.layers"}) {
+    // The other formats say which linears stay 16-bit, not which blocks are quantized.
+    return invalid_argument(std::string("blocks other than model.layers are written as "
+                                        "auto_round only, not ") +
+                            export_format_name(format));
+  }
   if (spec.needs_compressed_tensors() && format != ExportFormat::kCompressedTensors) {
     return invalid_argument(int_quant_spec_name(spec) +
                             " is written as compressed-tensors only, not " +
@@ -225,7 +236,7 @@ Result<json> make_quantization_config(ExportFormat format, const IntQuantSpec& s
   }
   switch (format) {
     case ExportFormat::kAutoRound:
-      return auto_round_config(spec, dense_modules);
+      return auto_round_config(spec, dense_modules, blocks);
     case ExportFormat::kAutoGptq:
       return gptq_config(spec, dense_modules);
     case ExportFormat::kAutoAwq:

@@ -59,12 +59,15 @@ std::string int_quant_spec_name(const IntQuantSpec& spec);
 // (its packer needs whole words; autoround.md §1.2). Such layers go in `dense_modules` below.
 bool int_packable(int64_t n, int64_t k);
 
-// The quantization_config of a checkpoint whose linear modules under "model.layers" are
-// quantized with `spec`, except `dense_modules` (full module names) which stay 16-bit, as do
-// lm_head and the embeddings. Each format lists the exceptions its own way (AutoRound
-// extra_config, GPTQModel dynamic "-:", AWQ modules_to_not_convert, compressed-tensors
-// ignore). Errors: a spec the format cannot store (awq: 4-bit only).
+// The quantization_config of a checkpoint whose linear modules under `blocks` ("model.layers";
+// a FLUX transformer's "transformer_blocks", "single_transformer_blocks": auto_round only,
+// as block_name_to_quantize) are quantized with `spec`, except `dense_modules` (full module
+// names) which stay 16-bit, as do lm_head and the embeddings. Each format lists the exceptions its
+// own way (AutoRound extra_config, GPTQModel dynamic "-:", AWQ modules_to_not_convert,
+// compressed-tensors ignore). Errors: a spec the format cannot store (awq: 4-bit only).
 Result<nlohmann::json> make_quantization_config(ExportFormat format, const IntQuantSpec& spec,
-                                                const std::vector<std::string>& dense_modules);
+                                                const std::vector<std::string>& dense_modules,
+                                                const std::vector<std::string>& blocks = {
+                                                    "model.layers"});
 
 }  // namespace qs::io

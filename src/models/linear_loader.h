@@ -30,6 +30,12 @@ class LinearLoader {
   void load(const std::string& module, int64_t n, int64_t k, ops::LinearWeight* out,
             formats::QuantScheme* scheme, size_t* stored_bytes);
 
+  // As load(), returning the problem instead of recording it.
+  Status load_checked(const std::string& module, int64_t n, int64_t k, ops::LinearWeight* out,
+                      formats::QuantScheme* scheme, size_t* stored_bytes) {
+    return load_one(module, n, k, out, scheme, stored_bytes);
+  }
+
   const std::vector<std::string>& problems() const { return problems_; }
   // Checkpoint tensors consumed so far (for the unexpected-tensor warning).
   const std::set<std::string>& consumed() const { return consumed_; }

@@ -18,16 +18,19 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kIndexFile = "model.safetensors.index.json";
-
-// Block index of "model.layers.<i>.<rest>", or -1.
-int64_t block_of(const std::string& name) {
-  const std::string prefix = "model.layers.";
-  if (name.rfind(prefix, 0) != 0) return -1;
-  size_t end = prefix.size();
-  while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
-  if (end == prefix.size() || end - prefix.size() > 9) return -1;
-  return std::stoll(name.substr(prefix.size(), end - prefix.size()));
+// The block of "<prefix>.<i>.<rest>" for the p-th prefix in `blocks`: {p, i}, or {-1, -1}.
+// Pairs sort in block order (model.layers.2 before model.layers.10).
+using BlockKey = std::pair<int, int64_t>;
+BlockKey block_of(const std::string& name, const std::vector<std::string>& blocks) {
+  for (size_t p = 0; p < blocks.size(); ++p) {
+    const std::string prefix = blocks[p] + ".";
+    if (name.rfind(prefix, 0) != 0) continue;
+    size_t end = prefix.size();
+    while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end == prefix.size() || end - prefix.size() > 9) continue;
+    return {static_cast<int>(p), std::stoll(name.substr(prefix.size(), end - prefix.size()))};
+  }
+  return {-1, -1};
 }
 
 // Files a checkpoint directory carries besides weights and config: the tokenizer, chat
@@ -38,7 +41,85 @@ bool is_companion_file(const std::string& name) {
          name == "vocab.json" || name == "merges.txt" || name == "added_tokens.json";
 }
 
+}  // namespace
+
+Status export_weights(const io::Checkpoint& ckpt, const std::string& base,
+                      const std::vector<std::string>& blocks, const QuantizeOptions& o,
+                      const QuantPlan& plan, TunedModel* tuned, const std::string& out_dir,
+                      const ProgressFn& progress, const std::function<bool()>& cancelled,
+                      QuantizeSummary* summary) {
+  std::map<std::string, const LayerPlan*> by_module;
+  std::map<BlockKey, int64_t> linears_left;  // block -> quantized linears not yet written
+  for (const LayerPlan& l : plan.layers) {
+    by_module[l.module] = &l;
+    const BlockKey block = block_of(l.module, blocks);
+    if (l.quantize && block.first >= 0) ++linears_left[block];
+  }
+  std::map<std::string, std::vector<std::string>> by_file;
+  for (const std::string& name : ckpt.names()) by_file[ckpt.file_of(name)].push_back(name);
+  const std::string single_file = base + ".safetensors";
+  const std::string index_file = single_file + ".index.json";
+  const bool sharded = fs::exists(ckpt.dir() + "/" + index_file);
+
+  json weight_map = json::object();
+  int64_t blocks_done = 0;
+  for (auto& [file, names] : by_file) {
+    // Block order within a shard, so progress advances block by block.
+    std::stable_sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+      return block_of(a, blocks) < block_of(b, blocks);
+    });
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const std::string& name : names) {
+      if (cancelled && cancelled())
+        return io_error("interrupted; " + o.output_dir + " left as it was");
+      QS_ASSIGN_OR_RETURN(Tensor t, ckpt.get(name));
+      summary->bytes_before += t.nbytes();
+      const std::string module =
+          name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : "";
+      auto it = by_module.find(module);
+      if (it == by_module.end() || !it->second->quantize) {
+        tensors.emplace_back(name, t);
+        continue;
+      }
+      const LayerPlan& l = *it->second;
+      auto tuned_it = tuned->weights.find(module);
+      if (tuned_it != tuned->weights.end()) {
+        QS_RETURN_IF_ERROR(pack_quantized(module, plan.parsed.scheme_for(module), o.format,
+                                          std::move(tuned_it->second), &tensors));
+        tuned->weights.erase(tuned_it);
+      } else {
+        QS_RETURN_IF_ERROR(rtn_quantize_and_pack(module, plan.parsed.scheme_for(module), o.format,
+                                                 t.to_f32(), l.n, l.k, &tensors));
+      }
+      ++summary->n_quantized;
+      const BlockKey block = block_of(module, blocks);
+      if (block.first >= 0 && --linears_left[block] == 0) {
+        ++blocks_done;
+        if (progress) progress(blocks_done, static_cast<int64_t>(linears_left.size()));
+      }
+    }
+    const std::string out_name = sharded ? file : single_file;
+    for (const auto& [name, t] : tensors) {
+      summary->bytes_after += t.nbytes();
+      weight_map[name] = out_name;
+    }
+    QS_RETURN_IF_ERROR(
+        io::write_safetensors(out_dir + "/" + out_name, tensors, {{"format", "pt"}}));
+  }
+  if (sharded) {
+    QS_RETURN_IF_ERROR(io::write_json(
+        out_dir + "/" + index_file,
+        {{"metadata", {{"total_size", summary->bytes_after}}}, {"weight_map", weight_map}}));
+  }
+  return ok_status();
+}
+
 std::string scheme_name(const io::IntQuantSpec& s) {
+  if (s.fp8) {
+    return s.block > 0 ? "FP8_BLOCK (fp8 e4m3 128x128 blocks, dynamic 1x128 fp8 activations)"
+                       : "FP8_DYNAMIC (fp8 e4m3 per-channel, dynamic per-token fp8 activations)";
+  }
+  if (s.act.quantized()) return "W8A8 (int8 per-channel, dynamic per-token int8 activations)";
   const char* preset = s.group_size == 128 && s.sym ? (s.bits == 4   ? "W4A16"
                                                        : s.bits == 8 ? "W8A16"
                                                        : s.bits == 3 ? "W3A16"
@@ -50,13 +131,14 @@ std::string scheme_name(const io::IntQuantSpec& s) {
   return preset ? std::string(preset) + " (" + out + ")" : out;
 }
 
-}  // namespace
-
 Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& progress,
                                  const std::function<bool()>& cancelled,
                                  const BlockReportFn& tune_progress) {
   const auto t0 = std::chrono::steady_clock::now();
   QS_RETURN_IF_ERROR(check_options(o));
+  if (fs::exists(fs::path(o.model_dir) / "model_index.json")) {
+    return quantize_pipeline(o, progress, cancelled);
+  }
   const bool tuned_mode = o.iters > 0 || !o.disable_opt_rtn;
   const std::string src = o.model_dir;
   QS_ASSIGN_OR_RETURN(json config, io::read_json(src + "/config.json"));
@@ -83,67 +165,9 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
   }
   QS_ASSIGN_OR_RETURN(StagedOutput out, StagedOutput::begin(o.output_dir, o.overwrite));
 
-  std::map<std::string, const LayerPlan*> by_module;
-  std::map<int64_t, int64_t> linears_left;  // block -> quantized linears not yet written
-  for (const LayerPlan& l : plan.layers) {
-    by_module[l.module] = &l;
-    if (l.quantize && block_of(l.module) >= 0) ++linears_left[block_of(l.module)];
-  }
-  std::map<std::string, std::vector<std::string>> by_file;
-  for (const std::string& name : ckpt.names()) by_file[ckpt.file_of(name)].push_back(name);
-  const bool sharded = fs::exists(src + "/" + kIndexFile);
-
   QuantizeSummary summary;
-  json weight_map = json::object();
-  int64_t blocks_done = 0;
-  for (auto& [file, names] : by_file) {
-    // Block order within a shard, so progress advances block by block.
-    std::stable_sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-      return block_of(a) < block_of(b);
-    });
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    for (const std::string& name : names) {
-      if (cancelled && cancelled())
-        return io_error("interrupted; " + o.output_dir + " left as it was");
-      QS_ASSIGN_OR_RETURN(Tensor t, ckpt.get(name));
-      summary.bytes_before += t.nbytes();
-      const std::string module =
-          name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : "";
-      auto it = by_module.find(module);
-      if (it == by_module.end() || !it->second->quantize) {
-        tensors.emplace_back(name, t);
-        continue;
-      }
-      const LayerPlan& l = *it->second;
-      auto tuned_it = tuned.weights.find(module);
-      if (tuned_it != tuned.weights.end()) {
-        QS_RETURN_IF_ERROR(pack_quantized(module, plan.parsed.scheme_for(module), o.format,
-                                          std::move(tuned_it->second), &tensors));
-        tuned.weights.erase(tuned_it);
-      } else {
-        QS_RETURN_IF_ERROR(rtn_quantize_and_pack(module, plan.parsed.scheme_for(module), o.format,
-                                                 t.to_f32(), l.n, l.k, &tensors));
-      }
-      ++summary.n_quantized;
-      const int64_t block = block_of(module);
-      if (block >= 0 && --linears_left[block] == 0) {
-        ++blocks_done;
-        if (progress) progress(blocks_done, static_cast<int64_t>(linears_left.size()));
-      }
-    }
-    const std::string out_name = sharded ? file : "model.safetensors";
-    for (const auto& [name, t] : tensors) {
-      summary.bytes_after += t.nbytes();
-      weight_map[name] = out_name;
-    }
-    QS_RETURN_IF_ERROR(
-        io::write_safetensors(out.dir() + "/" + out_name, tensors, {{"format", "pt"}}));
-  }
-  if (sharded) {
-    QS_RETURN_IF_ERROR(io::write_json(
-        out.dir() + "/" + kIndexFile,
-        {{"metadata", {{"total_size", summary.bytes_after}}}, {"weight_map", weight_map}}));
-  }
+  QS_RETURN_IF_ERROR(export_weights(ckpt, "model", {"model.layers"}, o, plan, &tuned, out.dir(),
+                                    progress, cancelled, &summary));
   // As auto-round: the same dict in config.json and in quantization_config.json (§3.5).
   config["quantization_config"] = plan.quantization_config;
   QS_RETURN_IF_ERROR(io::write_json(out.dir() + "/config.json", config));

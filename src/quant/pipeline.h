@@ -20,6 +20,7 @@
 
 #include "core/status.h"
 #include "formats/quantized_weight.h"
+#include "io/checkpoint.h"
 #include "io/quant_config.h"
 #include "io/quant_export.h"
 #include "models/model_config.h"
@@ -52,7 +53,8 @@ struct QuantizeOptions {
   int threads = 1;
 };
 
-// --scheme W4A16|W8A16|W3A16|W2A16 (autoround.md §1.8: int, group 128, sym).
+// --scheme W4A16|W8A16|W3A16|W2A16 (autoround.md §1.8: int, group 128, sym), or one of
+// llm-compressor's W8A8 presets (W8A8 int8, FP8_DYNAMIC, FP8_BLOCK: compressed-tensors, RTN).
 Result<io::IntQuantSpec> parse_scheme(const std::string& name);
 
 // What happens to one linear.
@@ -78,6 +80,21 @@ struct QuantPlan {
 // store.
 Result<QuantPlan> plan_quantization(const QuantizeOptions& options,
                                     const models::ModelConfig& config);
+
+// What plan_quantization plans over, for models that are not decoder LLMs (a diffusion
+// transformer): every linear weight, the block prefixes whose linears are quantized, and the
+// tied lm_head an LLM may have.
+struct LinearSite {
+  std::string module;  // without ".weight"
+  int64_t n = 0, k = 0;
+};
+struct PlanTarget {
+  std::vector<LinearSite> linears;
+  std::vector<std::string> blocks = {"model.layers"};  // block_name_to_quantize
+  bool tied_head = false;
+  int64_t vocab_size = 0, hidden_size = 0;  // the tied head's shape
+};
+Result<QuantPlan> plan_quantization(const QuantizeOptions& options, const PlanTarget& target);
 
 // Validates everything that does not need the model: scheme, format, counts, the output
 // location (exists without --overwrite; the source itself).
@@ -135,6 +152,29 @@ struct TunedModel {
 Result<TunedModel> tune_model(const QuantizeOptions& options, const QuantPlan& plan,
                               const std::function<bool()>& cancelled,
                               const BlockReportFn& tune_progress);
+
+// The streaming export: every tensor of `ckpt`, shard by shard in the source's sharding, into
+// `out_dir` as `base`.safetensors (or the source's shard names and `base`.safetensors.index.json),
+// each planned linear RTN-packed or, when `tuned` has it, packed from its tuned weight; the
+// rest copied unchanged. `blocks` orders the tensors and paces `progress`. Adds the counts and
+// sizes to `summary`.
+Status export_weights(const io::Checkpoint& ckpt, const std::string& base,
+                      const std::vector<std::string>& blocks, const QuantizeOptions& options,
+                      const QuantPlan& plan, TunedModel* tuned, const std::string& out_dir,
+                      const ProgressFn& progress, const std::function<bool()>& cancelled,
+                      QuantizeSummary* summary);
+
+// A diffusers pipeline directory (model_index.json): its transformer's blocks RTN-quantized
+// (autoround.md §4: every linear of transformer_blocks.* and single_transformer_blocks.*;
+// embedders, norm_out, proj_out, the text encoders and the VAE stay 16-bit) as auto_round,
+// the other components copied (hard links where the filesystem allows). Called by quantize()
+// when --model is a pipeline.
+Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& options,
+                                          const ProgressFn& progress,
+                                          const std::function<bool()>& cancelled);
+
+// "W4A16 (int4 g128 sym)", "FP8_DYNAMIC (...)": the scheme as the summary names it.
+std::string scheme_name(const io::IntQuantSpec& spec);
 
 // The summary as a markdown table plus the lists of layers kept 16-bit.
 std::string format_summary(const QuantizeSummary& summary);

@@ -148,8 +148,15 @@ Result<io::IntQuantSpec> parse_scheme(const std::string& name) {
     spec.bits = 3;
   else if (name == "W2A16")
     spec.bits = 2;
+  else if (name == "FP8_DYNAMIC" || name == "FP8_BLOCK" || name == "W8A8")
+    // llm-compressor's presets, which its QuantizationModifier applies by RTN (minmax scales).
+    return io::parse_int_quant_spec(name == "W8A8"          ? "w8a8"
+                                    : name == "FP8_DYNAMIC" ? "fp8"
+                                                            : "fp8-block");
   else {
-    return invalid_argument("unsupported scheme '" + name + "' (W4A16, W8A16, W3A16, W2A16)");
+    return invalid_argument("unsupported scheme '" + name +
+                            "' (W4A16, W8A16, W3A16, W2A16; RTN only: W8A8, FP8_DYNAMIC, "
+                            "FP8_BLOCK)");
   }
   return spec;
 }
@@ -159,7 +166,7 @@ Status check_options(const QuantizeOptions& o) {
   if (s.bits != 2 && s.bits != 3 && s.bits != 4 && s.bits != 8) {
     return invalid_argument("--bits " + std::to_string(s.bits) + " is not supported (2, 3, 4, 8)");
   }
-  if (s.group_size == 0 || s.group_size < -1) {
+  if ((s.group_size == 0 && s.block == 0) || s.group_size < -1) {
     return invalid_argument("--group_size must be positive or -1 (per channel), got " +
                             std::to_string(s.group_size));
   }
@@ -168,6 +175,19 @@ Status check_options(const QuantizeOptions& o) {
                             std::to_string(s.bits));
   }
   if (o.iters < 0) return invalid_argument("--iters must be >= 0");
+  if (s.needs_compressed_tensors()) {
+    // Tuning rounding offsets is defined for integer weights with 16-bit activations.
+    if (o.iters > 0 || !o.disable_opt_rtn) {
+      return invalid_argument(
+          "the W8A8 / FP8 schemes are RTN (as llm-compressor's QuantizationModifier): pass "
+          "--iters 0 --disable_opt_rtn");
+    }
+    if (o.format != io::ExportFormat::kCompressedTensors) {
+      return invalid_argument(
+          "the W8A8 / FP8 schemes are written as compressed-tensors only: --format "
+          "llm_compressor");
+    }
+  }
   if (o.nsamples < 1 || o.seqlen < 2 || o.batch_size < 1) {
     return invalid_argument("--nsamples, --batch_size must be >= 1 and --seqlen >= 2");
   }
@@ -186,43 +206,60 @@ Status check_options(const QuantizeOptions& o) {
 }
 
 Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const models::ModelConfig& config) {
-  if (!o.layer_config.is_object()) {
-    return invalid_argument("--layer_config must be a JSON object of name -> scheme");
-  }
-  if (o.quant_lm_head && config.tie_word_embeddings) {
-    return invalid_argument(
-        "--quant_lm_head: lm_head is tied to the embeddings "
-        "(tie_word_embeddings), which stay 16-bit");
-  }
-  QuantPlan plan;
-  if (config.tie_word_embeddings) {
-    // No tensor of its own; listed so the summary says why it is not quantized.
-    LayerPlan head;
-    head.module = "lm_head";
-    head.n = config.vocab_size;
-    head.k = config.hidden_size;
-    head.reason = "tied to the embeddings";
-    plan.layers.push_back(head);
-  }
-  std::set<std::string> used_keys;
-  bool group_fits = o.spec.group_size < 0;
+  PlanTarget target;
+  target.tied_head = config.tie_word_embeddings;
+  target.vocab_size = config.vocab_size;
+  target.hidden_size = config.hidden_size;
   for (const models::TensorSpec& t : models::expected_tensors(config)) {
     if (t.shape.size() != 2 || !ends_with(t.name, ".weight") ||
         t.name == "model.embed_tokens.weight") {
       continue;
     }
+    target.linears.push_back({t.name.substr(0, t.name.size() - 7), t.shape[0], t.shape[1]});
+  }
+  return plan_quantization(o, target);
+}
+
+Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const PlanTarget& target) {
+  if (!o.layer_config.is_object()) {
+    return invalid_argument("--layer_config must be a JSON object of name -> scheme");
+  }
+  if (o.quant_lm_head && target.tied_head) {
+    return invalid_argument(
+        "--quant_lm_head: lm_head is tied to the embeddings "
+        "(tie_word_embeddings), which stay 16-bit");
+  }
+  const auto in_a_block = [&](const std::string& module) {
+    for (const std::string& b : target.blocks) {
+      if (module.rfind(b + ".", 0) == 0) return true;
+    }
+    return false;
+  };
+  QuantPlan plan;
+  if (target.tied_head) {
+    // No tensor of its own; listed so the summary says why it is not quantized.
+    LayerPlan head;
+    head.module = "lm_head";
+    head.n = target.vocab_size;
+    head.k = target.hidden_size;
+    head.reason = "tied to the embeddings";
+    plan.layers.push_back(head);
+  }
+  std::set<std::string> used_keys;
+  bool group_fits = o.spec.group_size < 0 || o.spec.block > 0;  // blocks cover any shape
+  for (const LinearSite& t : target.linears) {
     LayerPlan l;
-    l.module = t.name.substr(0, t.name.size() - 7);
-    l.n = t.shape[0];
-    l.k = t.shape[1];
+    l.module = t.module;
+    l.n = t.n;
+    l.k = t.k;
     l.spec = o.spec;
     l.quantize = true;
-    const bool in_block = l.module.rfind("model.layers.", 0) == 0;
+    const bool in_block = in_a_block(l.module);
     if (l.module == "lm_head") {
       if (!o.quant_lm_head) {
         l.quantize = false;
         l.reason = "lm_head (pass --quant_lm_head)";
-      } else if (config.tie_word_embeddings) {
+      } else if (target.tied_head) {
         return invalid_argument(
             "--quant_lm_head: lm_head is tied to the embeddings "
             "(tie_word_embeddings), which stay 16-bit");
@@ -248,7 +285,7 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const models::Mode
       l.reason = "in_features " + std::to_string(l.k) + " not a multiple of group_size " +
                  std::to_string(l.spec.group_size) + " (AWQ)";
     }
-    if (l.quantize && (l.spec.group_size < 0 || l.k % l.spec.group_size == 0)) group_fits = true;
+    if (l.quantize && (l.spec.group_size <= 0 || l.k % l.spec.group_size == 0)) group_fits = true;
     plan.layers.push_back(std::move(l));
   }
   for (const auto& [key, value] : o.layer_config.items()) {
@@ -262,12 +299,10 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const models::Mode
   }
   std::vector<std::string> dense;
   for (const LayerPlan& l : plan.layers) {
-    if (!l.quantize && l.module != "lm_head" && l.module.rfind("model.layers.", 0) == 0) {
-      dense.push_back(l.module);
-    }
+    if (!l.quantize && l.module != "lm_head" && in_a_block(l.module)) dense.push_back(l.module);
   }
   QS_ASSIGN_OR_RETURN(plan.quantization_config,
-                      io::make_quantization_config(o.format, o.spec, dense));
+                      io::make_quantization_config(o.format, o.spec, dense, target.blocks));
   QS_RETURN_IF_ERROR(add_exceptions(o.format, o.spec, plan.layers, &plan.quantization_config));
   if (o.format == io::ExportFormat::kAutoRound) {
     json& qc = plan.quantization_config;

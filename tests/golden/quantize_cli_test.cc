@@ -113,6 +113,45 @@ TEST_F(QuantizeCli, MatchesMakeModelRtnInEveryFormat) {
   expect_no_staging();
 }
 
+// llm-compressor's presets: RTN into compressed-tensors with no other flag, the same tensors
+// and config as make-model's (whose configs the llm-compressor fixtures check).
+TEST_F(QuantizeCli, W8A8AndFp8PresetsAsLlmCompressorWritesThem) {
+  for (const auto& [scheme, preset] : std::vector<std::pair<std::string, std::string>>{
+           {"W8A8", "w8a8"}, {"FP8_DYNAMIC", "fp8"}, {"FP8_BLOCK", "fp8-block"}}) {
+    SCOPED_TRACE(scheme);
+    const std::string want = path("want_" + preset);
+    CliResult m = run_cli("make-model --config " + dir_ + "/tiny.json --dtype bf16 --seed 3 " +
+                          "--quantize " + preset + " --out " + want);
+    ASSERT_EQ(m.exit_code, 0) << m.output;
+    const std::string got = path("got_" + preset);
+    CliResult q =
+        run_cli("quantize --model " + src() + " --output_dir " + got + " --scheme " + scheme);
+    ASSERT_EQ(q.exit_code, 0) << q.output;
+    EXPECT_NE(q.output.find(scheme + " ("), std::string::npos) << q.output;
+    EXPECT_NE(q.output.find("as compressed-tensors"), std::string::npos) << q.output;
+    EXPECT_NE(q.output.find(", RTN |"), std::string::npos) << q.output;
+    expect_same_tensors(want, got);
+    const auto made = nlohmann::json::parse(slurp(want + "/config.json"));
+    const auto config = nlohmann::json::parse(slurp(got + "/config.json"));
+    EXPECT_EQ(config["quantization_config"], made["quantization_config"]);
+    auto model = models::Model::load(got);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+  }
+  const std::string out = path("refused");
+  for (const auto& [flags, why] : std::vector<std::pair<std::string, std::string>>{
+           {"--scheme FP8_DYNAMIC --iters 200", "--iters 0 --disable_opt_rtn"},
+           {"--scheme FP8_DYNAMIC --iters 0", "--iters 0 --disable_opt_rtn"},
+           {"--scheme W8A8 --format auto_gptq", "compressed-tensors only"},
+           {"--scheme W8A8 --bits 4", "fixed preset"},
+           {"--scheme FP8", "unsupported scheme 'FP8'"}}) {
+    CliResult r = run_cli("quantize --model " + src() + " --output_dir " + out + " " + flags);
+    EXPECT_NE(r.exit_code, 0) << flags;
+    EXPECT_NE(r.output.find(why), std::string::npos) << flags << ": " << r.output;
+  }
+  EXPECT_FALSE(fs::exists(out));
+  expect_no_staging();
+}
+
 TEST_F(QuantizeCli, LayerConfigAndQuantLmHead) {
   const std::string out = path("mixed");
   CliResult q =
