@@ -9,11 +9,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "diffusion/component.h"
 #include "diffusion/flux_transformer.h"
 #include "flux_reference.h"
 #include "formats/rtn.h"
@@ -168,6 +171,103 @@ TEST_F(FluxW4A16, RefusesWhatItCannotDo) {
   EXPECT_NE(again.exit_code, 0);
   EXPECT_NE(again.output.find("already quantized"), std::string::npos) << again.output;
   EXPECT_FALSE(fs::exists(out));
+}
+
+// tiny_autoround_w4g32: the same transformer quantized by the real auto-round (SignRound,
+// int4 g32 sym; scripts/golden/gen_flux_autoround_fixture.py) and run by diffusers through
+// auto-round's backends.
+const fs::path kAutoRound = testing::kFluxFixtures / "tiny_autoround_w4g32";
+
+std::vector<float> reference(const std::string& name) {
+  auto file = MappedFile::open((kAutoRound / "reference.safetensors").string());
+  QS_CHECK(file.ok());
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  QS_CHECK(io::read_safetensors(*file, &tensors, nullptr).ok());
+  for (auto& [n, t] : tensors) {
+    if (n == name) return t.to_f32();
+  }
+  ADD_FAILURE() << name << " not in the fixture";
+  return {};
+}
+
+TEST(FluxAutoRound, WeightsAreTheToolsDequantization) {
+  auto c = diffusion::Component::open((kAutoRound / "transformer").string());
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->quantization().quantized());
+  ThreadPool pool(1);
+  const ops::ActivationPrecision saved = ops::activation_precision();
+  ops::set_activation_precision(ops::ActivationPrecision::kBf16);  // one-hot rows stay exact
+  for (const auto& [module, n, k] : std::vector<std::tuple<std::string, int64_t, int64_t>>{
+           {"transformer_blocks.0.attn.to_q", 32, 32},
+           {"single_transformer_blocks.0.proj_out", 32, 160}}) {
+    auto w = c->linear(module, n, k, nullptr);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    ASSERT_NE(w->quant, nullptr) << module << " should be packed int4";
+    // Rows of the identity through the layer give W^T, as the generator took the tool's.
+    std::vector<float> eye(k * k, 0.0f), wt(k * n);
+    for (int64_t i = 0; i < k; ++i) eye[i * k + i] = 1.0f;
+    ASSERT_TRUE(ops::linear(eye.data(), k, *w, nullptr, wt.data(), pool).ok());
+    std::vector<float> got(n * k);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t col = 0; col < k; ++col) got[r * k + col] = wt[col * n + r];
+    }
+    testing::expect_close(got, reference("dequant." + module), 1e-6f, 1e-5f, module);
+  }
+  ops::set_activation_precision(saved);
+}
+
+TEST(FluxAutoRound, TransformerMatchesDiffusers) {
+  auto model = diffusion::FluxTransformer::load((kAutoRound / "transformer").string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  testing::FluxReference ref;
+  const std::vector<float> img = ref.f32("xf_hidden_in"), txt = ref.f32("xf_encoder_in"),
+                           pooled = ref.f32("xf_pooled_in"), img_ids = ref.f32("xf_img_ids"),
+                           txt_ids = ref.f32("xf_txt_ids");
+  const float t = 0.7f, g = 3.5f;
+  const diffusion::FluxInputs in{
+      1, 64, 8, img.data(), txt.data(), pooled.data(), &t, &g, img_ids.data(), txt_ids.data()};
+  ThreadPool pool(2);
+  const std::vector<float> want = reference("xf_out_torch");
+  const ops::ActivationPrecision saved = ops::activation_precision();
+  for (const auto& [precision, atol, rtol] :
+       std::vector<std::tuple<ops::ActivationPrecision, float, float>>{
+           // bf16 rounding of each linear's input (2^-9) against the tool's f32.
+           {ops::ActivationPrecision::kBf16, 2e-3f, 1e-2f},
+           // The default int8 rounding per 32 inputs (2^-8 of each block's max).
+           {ops::ActivationPrecision::kInt8, 5e-3f, 2e-2f}}) {
+    ops::set_activation_precision(precision);
+    std::vector<float> out(64 * 16);
+    ASSERT_TRUE(model->forward(in, out.data(), pool).ok());
+    testing::expect_close(out, want, atol, rtol,
+                          std::string("vs diffusers + auto-round, activations ") +
+                              ops::activation_precision_name(precision));
+  }
+  ops::set_activation_precision(saved);
+}
+
+TEST(FluxAutoRound, PipelineImageAgainstTheSixteenBitOne) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("qs_flux_autoround_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path pipe = dir / "pipe";
+  fs::copy(testing::kFluxPipeline, pipe, fs::copy_options::recursive);
+  fs::remove_all(pipe / "transformer");
+  fs::copy(kAutoRound / "transformer", pipe / "transformer", fs::copy_options::recursive);
+  const std::string prompts = (dir / "prompts.txt").string();
+  std::ofstream(prompts) << "a photograph of an astronaut riding a horse\nA cat in a hat\n";
+  auto r = run_cli("compare-images --reference " + testing::kFluxPipeline + " --candidate " +
+                       pipe.string() + " --prompts " + prompts +
+                       " --seed 0 --steps 4 --width 64 --height 64 --max-sequence-length 32",
+                   false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto report = nlohmann::json::parse(r.output);
+  for (const auto& p : report["per_prompt"]) {
+    EXPECT_FALSE(p["identical"].get<bool>());
+    EXPECT_GT(p["psnr_db"].get<double>(), 30.0);
+    EXPECT_GT(p["latent_cosine_similarity"].get<double>(), 0.995);
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace
