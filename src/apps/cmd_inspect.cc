@@ -2,11 +2,16 @@
 // holds (architecture, hyper-parameters, tensors, dtypes, bytes), computed by
 // io/checkpoint_summary. A quantized checkpoint is also loaded, so that every layer is shown
 // with its stored scheme, the kernel that runs it and its stored/resident/bf16 bytes.
+// A diffusers pipeline directory (or a FLUX transformer/ folder) is sized instead
+// (diffusion/pipeline_memory.h): resident bytes per component and the peak of one step at
+// --width x --height, from the transformer's config alone when its weights are not there.
 #include <cstdio>
+#include <filesystem>
 
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
+#include "diffusion/pipeline_memory.h"
 #include "io/checkpoint.h"
 #include "io/checkpoint_summary.h"
 #include "io/quant_config.h"
@@ -46,8 +51,34 @@ Status add_loaded_linears(const std::string& dir, const Flags& flags,
   return ok_status();
 }
 
+bool is_diffusion_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(fs::path(dir) / "model_index.json")) return true;
+  auto config = io::read_json((fs::path(dir) / "config.json").string());
+  return config.ok() && config->is_object() &&
+         config->value("_class_name", "") == "FluxTransformer2DModel";
+}
+
+Status run_pipeline(const std::string& dir, const Flags& flags) {
+  QS_ASSIGN_OR_RETURN(int64_t width, flags.get_int("width"));
+  QS_ASSIGN_OR_RETURN(int64_t height, flags.get_int("height"));
+  QS_ASSIGN_OR_RETURN(int64_t tokens, flags.get_int("max-sequence-length"));
+  QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
+  QS_ASSIGN_OR_RETURN(
+      diffusion::PipelineMemory m,
+      diffusion::pipeline_memory(dir, width, height, tokens, static_cast<int>(threads)));
+  if (flags.get_bool("json")) {
+    std::printf("%s\n", diffusion::pipeline_memory_json(m).dump(2).c_str());
+  } else {
+    std::printf("%s: diffusion pipeline\n%s", dir.c_str(),
+                diffusion::pipeline_memory_text(m).c_str());
+  }
+  return ok_status();
+}
+
 Status run(const Flags& flags) {
   const std::string dir = flags.positionals()[0];
+  if (is_diffusion_dir(dir)) return run_pipeline(dir, flags);
   QS_ASSIGN_OR_RETURN(io::CheckpointSummary summary, io::summarize_checkpoint(dir));
   if (!summary.quant_method.empty()) {
     QS_RETURN_IF_ERROR(add_loaded_linears(dir, flags, &summary));
@@ -68,7 +99,12 @@ Status run(const Flags& flags) {
 
 int cmd_inspect(const Args& args) {
   Flags flags;
-  flags.add("json", "print machine-readable JSON instead of text", /*is_bool=*/true);
+  flags.add("json", "print machine-readable JSON instead of text", /*is_bool=*/true)
+      .add("width", "diffusion pipelines: image width the step is sized for", false, "1024")
+      .add("height", "diffusion pipelines: image height", false, "1024")
+      .add("max-sequence-length", "diffusion pipelines: T5 tokens", false, "512")
+      .add("threads", "diffusion pipelines: threads the attention scratch is sized for", false,
+           "2");
   add_model_flags(flags);
   if (Status s = flags.parse(args); !s.ok()) {
     std::fprintf(stderr, "quantserve inspect: %s\n\n%s", s.message().c_str(),

@@ -9,23 +9,29 @@ namespace qs::diffusion {
 
 namespace fs = std::filesystem;
 
-Result<Component> Component::open(const std::string& dir) {
+Result<Component> Component::open_config(const std::string& dir) {
   Component c;
   c.dir_ = dir;
   QS_ASSIGN_OR_RETURN(c.config_, io::read_json((fs::path(dir) / "config.json").string()));
   if (!c.config_.is_object()) return invalid_argument(dir + "/config.json: not a JSON object");
+  QS_ASSIGN_OR_RETURN(io::QuantConfig quant, io::load_quant_config(dir, c.config_));
+  c.quant_ = std::make_shared<const io::QuantConfig>(std::move(quant));
+  return c;
+}
+
+Result<Component> Component::open(const std::string& dir) {
+  QS_ASSIGN_OR_RETURN(Component c, open_config(dir));
   // diffusers saves diffusion_pytorch_model.*, transformers (the text encoders) model.*.
   QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt,
                       io::Checkpoint::open(dir, io::Checkpoint::base_name(dir)));
   c.ckpt_ = std::make_shared<const io::Checkpoint>(std::move(ckpt));
-  QS_ASSIGN_OR_RETURN(io::QuantConfig quant, io::load_quant_config(dir, c.config_));
-  c.quant_ = std::make_shared<const io::QuantConfig>(std::move(quant));
   if (c.quant_->quantized())
     c.loader_ = std::make_shared<models::LinearLoader>(*c.ckpt_, *c.quant_);
   return c;
 }
 
 Result<Tensor> Component::get(const std::string& name, const std::vector<int64_t>& shape) const {
+  if (!ckpt_) return not_found(dir_ + ": tensor '" + name + "': no weights opened (config only)");
   QS_ASSIGN_OR_RETURN(Tensor t, ckpt_->get(name, shape));
   if (!dtype_is_float(t.dtype)) {
     return invalid_argument(dir_ + ": tensor '" + name + "' is " + dtype_name(t.dtype) +

@@ -29,11 +29,15 @@ namespace qs::diffusion {
 class Component {
  public:
   static Result<Component> open(const std::string& dir);
+  // config.json (and its quantization config) only, for sizing a component whose weights are
+  // not there; has() is false and the getters fail.
+  static Result<Component> open_config(const std::string& dir);
+  bool has_weights() const { return ckpt_ != nullptr; }
 
   const std::string& dir() const { return dir_; }
   const nlohmann::json& config() const { return config_; }
-  bool has(const std::string& name) const { return ckpt_->has(name); }
-  const io::Checkpoint& checkpoint() const { return *ckpt_; }
+  bool has(const std::string& name) const { return ckpt_ && ckpt_->has(name); }
+  const io::Checkpoint& checkpoint() const { return *ckpt_; }  // has_weights() only
   // Detected from config.json's quantization_config (or quantization_config.json); none for
   // a 16-bit component.
   const io::QuantConfig& quantization() const { return *quant_; }

@@ -367,4 +367,69 @@ Status FluxTransformer::forward(const FluxInputs& in, float* out, ThreadPool& po
   return run(proj_out_, n_img.data(), B * ni, out, pool);
 }
 
+std::vector<FluxTensorSpec> flux_tensor_specs(const FluxConfig& f) {
+  const int64_t d = f.inner_dim(), hd = f.attention_head_dim;
+  std::vector<FluxTensorSpec> t;
+  auto linear = [&](const std::string& p, int64_t n, int64_t k) {
+    t.push_back({p + ".weight", {n, k}});
+    t.push_back({p + ".bias", {n}});
+  };
+  auto embedder = [&](const std::string& p, int64_t in) {
+    linear(p + ".linear_1", d, in);
+    linear(p + ".linear_2", d, d);
+  };
+  linear("x_embedder", d, f.in_channels);
+  linear("context_embedder", d, f.joint_attention_dim);
+  embedder("time_text_embed.timestep_embedder", kTimeChannels);
+  if (f.guidance_embeds) embedder("time_text_embed.guidance_embedder", kTimeChannels);
+  embedder("time_text_embed.text_embedder", f.pooled_projection_dim);
+  auto attention = [&](const std::string& p, bool joint) {
+    for (const char* m : {"to_q", "to_k", "to_v"}) linear(p + "." + m, d, d);
+    t.push_back({p + ".norm_q.weight", {hd}});
+    t.push_back({p + ".norm_k.weight", {hd}});
+    if (!joint) return;
+    for (const char* m : {"add_q_proj", "add_k_proj", "add_v_proj"}) linear(p + "." + m, d, d);
+    t.push_back({p + ".norm_added_q.weight", {hd}});
+    t.push_back({p + ".norm_added_k.weight", {hd}});
+    linear(p + ".to_out.0", d, d);
+    linear(p + ".to_add_out", d, d);
+  };
+  for (int64_t i = 0; i < f.num_layers; ++i) {
+    const std::string p = "transformer_blocks." + std::to_string(i);
+    linear(p + ".norm1.linear", 6 * d, d);
+    linear(p + ".norm1_context.linear", 6 * d, d);
+    attention(p + ".attn", true);
+    for (const char* ff : {".ff", ".ff_context"}) {
+      linear(p + ff + ".net.0.proj", 4 * d, d);
+      linear(p + ff + ".net.2", d, 4 * d);
+    }
+  }
+  for (int64_t i = 0; i < f.num_single_layers; ++i) {
+    const std::string p = "single_transformer_blocks." + std::to_string(i);
+    linear(p + ".norm.linear", 3 * d, d);
+    attention(p + ".attn", false);
+    linear(p + ".proj_mlp", 4 * d, d);
+    linear(p + ".proj_out", d, 5 * d);
+  }
+  linear("norm_out.linear", 2 * d, d);
+  linear("proj_out", f.out_channels, d);
+  return t;
+}
+
+size_t flux_activation_bytes(const FluxConfig& f, int64_t batch, int64_t n_img, int64_t n_txt,
+                             int threads) {
+  const int64_t d = f.inner_dim(), s = n_img + n_txt, bsd = batch * s * d;
+  // forward(): img + txt (1), q, k, v, att (4), n_img + n_txt (1), part (1), ff (4), then
+  // x, nx (2) and cat (5); mod, mod_c, temb and the embedder outputs are O(batch * d).
+  const int64_t kept = 18 * bsd + 16 * batch * d;
+  // RoPE cos and sin tables (s x head_dim / 2 each) and the packed ids.
+  const int64_t rope = s * f.attention_head_dim + 3 * s;
+  // ops::dense_attention per call: k transposed (s x d) and a 64-query score block per thread.
+  const int64_t attention = s * d + int64_t{threads} * 64 * s;
+  // The linear kernels' activation buffer for the widest input (proj_out, 5d): bf16 values
+  // (2 bytes) plus per-group sums, at most 3 bytes an input.
+  const int64_t linear_bytes = 3 * batch * s * 5 * d;
+  return static_cast<size_t>(4 * (kept + rope + attention) + linear_bytes);
+}
+
 }  // namespace qs::diffusion

@@ -103,4 +103,19 @@ class FluxTransformer {
 // Reads and checks transformer/config.json.
 Result<FluxConfig> read_flux_config(const Component& c);
 
+// Every tensor FluxTransformer::load reads, with its shape, in diffusers' names: what a
+// transformer of `config` holds (inspect sizes one from its config alone; the benches write
+// random ones; a test holds it to the fixture's checkpoint).
+struct FluxTensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+std::vector<FluxTensorSpec> flux_tensor_specs(const FluxConfig& config);
+
+// Bytes of the buffers one forward allocates for `batch` items of n_img + n_txt tokens on
+// `threads` threads: the f32 activations forward() keeps (kept in step with it by hand), the
+// per-call attention scratch and the largest per-call activation buffer of the linear kernels.
+size_t flux_activation_bytes(const FluxConfig& config, int64_t batch, int64_t n_img, int64_t n_txt,
+                             int threads);
+
 }  // namespace qs::diffusion

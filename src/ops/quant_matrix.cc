@@ -194,4 +194,17 @@ size_t QuantMatrix::resident_bytes() const {
   return packed() ? storage_bytes_ : fallback_.nbytes();
 }
 
+size_t QuantMatrix::resident_bytes_for(const formats::QuantScheme& scheme, int64_t n, int64_t k) {
+  formats::QuantizedWeight w;
+  w.n = n;
+  w.k = k;
+  w.bits = scheme.bits;
+  const bool fp8 = scheme.layout == formats::Layout::kFp8;
+  w.code_type = fp8 ? formats::CodeType::kFp8E4m3 : formats::CodeType::kUint;
+  w.group_size = fp8 && scheme.block_k > 0 ? scheme.block_k : scheme.group_size;
+  if (!scheme.sym) w.zeros = {0, 1};  // non-uniform: the packed form keeps zero terms
+  if (!kernels::qmatrix_unsupported(w).empty()) return static_cast<size_t>(n * k) * 2;
+  return (kernels::qmatrix_bytes(w) + 63) / 64 * 64;
+}
+
 }  // namespace qs::ops

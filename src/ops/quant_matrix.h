@@ -45,6 +45,9 @@ class QuantMatrix {
   // kernel" — what runs it on this CPU and why.
   std::string kernel() const;
   size_t resident_bytes() const;
+  // What make() would hold for an [n, k] weight stored as `scheme`, computed without the
+  // weight (inspect's estimates from a config alone). Uniform zero points when sym.
+  static size_t resident_bytes_for(const formats::QuantScheme& scheme, int64_t n, int64_t k);
 
  private:
   int64_t n_ = 0, k_ = 0;

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -18,10 +19,12 @@
 #include "../common/cli.h"
 #include "diffusion/component.h"
 #include "diffusion/flux_transformer.h"
+#include "diffusion/pipeline_memory.h"
 #include "flux_reference.h"
 #include "formats/rtn.h"
 #include "io/checkpoint.h"
 #include "ops/linear.h"
+#include "ops/quant_matrix.h"
 
 namespace qs {
 namespace {
@@ -268,6 +271,82 @@ TEST(FluxAutoRound, PipelineImageAgainstTheSixteenBitOne) {
     EXPECT_GT(p["latent_cosine_similarity"].get<double>(), 0.995);
   }
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace qs
+
+namespace qs {
+namespace {
+
+// inspect sizes a transformer from its config: the tensor list must be the one load reads and
+// the checkpoint holds, and the resident bytes it predicts for a quantized linear the bytes
+// the loaded one holds.
+TEST(FluxMemory, TensorSpecsAreTheCheckpointsTensors) {
+  auto c = diffusion::Component::open(testing::kFluxPipeline + "/transformer");
+  ASSERT_TRUE(c.ok());
+  auto config = diffusion::read_flux_config(*c);
+  ASSERT_TRUE(config.ok());
+  std::map<std::string, std::vector<int64_t>> want, got;
+  for (const std::string& name : c->checkpoint().names()) {
+    want[name] = c->checkpoint().get(name).value().shape;
+  }
+  for (const auto& t : diffusion::flux_tensor_specs(*config)) got[t.name] = t.shape;
+  EXPECT_EQ(got, want);
+}
+
+TEST(FluxMemory, PredictedResidentBytesAreTheLoadedOnes) {
+  const fs::path dir = kAutoRound / "transformer";
+  auto c = diffusion::Component::open(dir.string());
+  ASSERT_TRUE(c.ok());
+  auto config = diffusion::read_flux_config(*c);
+  ASSERT_TRUE(config.ok());
+  size_t predicted = 0, loaded = 0;
+  int linears = 0;
+  for (const auto& t : diffusion::flux_tensor_specs(*config)) {
+    if (t.shape.size() != 2) continue;
+    const std::string module = t.name.substr(0, t.name.size() - 7);
+    const formats::QuantScheme scheme = c->quantization().scheme_for(module);
+    if (!scheme.quantized()) continue;
+    auto w = c->linear(module, t.shape[0], t.shape[1], nullptr);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    predicted += ops::QuantMatrix::resident_bytes_for(scheme, t.shape[0], t.shape[1]);
+    loaded += w->resident_bytes();
+    ++linears;
+  }
+  EXPECT_EQ(linears, 20);
+  EXPECT_EQ(predicted, loaded);
+}
+
+// FLUX.1-dev's transformer from its config alone (fixtures/flux/flux1_dev_shapes: the public
+// config, and the same with the seed's AutoRound W4A16 quantization_config).
+TEST(FluxMemory, Flux1DevShapesFromTheConfig) {
+  const fs::path shapes = testing::kFluxFixtures / "flux1_dev_shapes";
+  auto bf16 =
+      diffusion::pipeline_memory((shapes / "bf16/transformer").string(), 1024, 1024, 512, 2);
+  auto w4 = diffusion::pipeline_memory((shapes / "w4a16/transformer").string(), 1024, 1024, 512, 2);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().to_string();
+  ASSERT_TRUE(w4.ok()) << w4.status().to_string();
+  const diffusion::ComponentMemory& a = bf16->components[0];
+  const diffusion::ComponentMemory& b = w4->components[0];
+  // diffusers 0.42.1: sum(p.numel()) of FluxTransformer2DModel(**config) on the meta device,
+  // 504 two-dimensional parameters, 494 of them under the two block lists.
+  EXPECT_EQ(a.params, 11901408320);
+  EXPECT_EQ(a.linears, 504);
+  EXPECT_EQ(a.quantized_linears, 0);
+  EXPECT_EQ(b.params, a.params);
+  EXPECT_EQ(b.quantized_linears, 494);
+  EXPECT_EQ(a.as_bf16, size_t{2} * 11901408320);
+  // int4 codes plus an f32 scale per 128 inputs: a little over a quarter of bf16.
+  EXPECT_GT(b.resident, a.resident / 4);
+  EXPECT_LT(b.resident, a.resident * 3 / 10);
+  // 4096 image tokens (1024 / 16 squared) and 512 text tokens.
+  EXPECT_EQ(bf16->n_img, 4096);
+  EXPECT_GT(bf16->activations_batch2, bf16->activations_batch1);
+  EXPECT_EQ(bf16->peak(false), a.resident + bf16->activations_batch1);
+  EXPECT_FALSE(
+      diffusion::pipeline_memory((shapes / "bf16/transformer").string(), 1000, 1024, 512, 2)
+          .ok());  // not a multiple of 16
 }
 
 }  // namespace
