@@ -77,8 +77,15 @@ Status run(const Flags& flags) {
 
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
+  diffusion::FluxLoadOptions load;
+  const std::string decoder = flags.get("vae-decoder");
+  if (decoder == "tiny") {
+    load.tiny_vae = flags.get("tiny-vae");
+  } else if (decoder != "full") {
+    return invalid_argument("--vae-decoder must be full or tiny, not '" + decoder + "'");
+  }
   QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::FluxPipeline> pipe,
-                      diffusion::FluxPipeline::load(flags.get("model")));
+                      diffusion::FluxPipeline::load(flags.get("model"), load));
   ThreadPool pool(static_cast<int>(threads));
   const auto t1 = clock::now();
   std::fprintf(stderr, "generate-image: loaded %s in %.2f s\n", flags.get("model").c_str(),
@@ -128,6 +135,14 @@ int cmd_generate_image(const Args& args) {
       .add("noise",
            ".safetensors with the packed initial noise [n_img, channels] (overrides "
            "--seed; reproduces a diffusers run given its `latents`)")
+      .add("vae-decoder",
+           "full: the pipeline's vae/ (AutoencoderKL); tiny: a TAESD-family tiny autoencoder "
+           "(--tiny-vae)",
+           false, "full")
+      .add("tiny-vae",
+           "folder with the tiny decoder's <name>_decoder.pth (shipped: models/taef2, TAEF2 for "
+           "32-channel FLUX.2 latents)",
+           false, "models/taef2")
       .add("out", "PNG file to write")
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()));
   return run_command("generate-image", flags, args, check, run);

@@ -33,7 +33,29 @@ std::vector<float> flux_image_ids(int64_t h2, int64_t w2) {
   return ids;
 }
 
-Result<std::unique_ptr<FluxPipeline>> FluxPipeline::load(const std::string& dir) {
+namespace {
+
+// The decoder .pth of a tiny autoencoder folder (taef2_decoder.pth, taesd_decoder.pth, ...).
+Result<std::string> tiny_decoder_file(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.ends_with("_decoder.pth")) found.push_back(e.path().string());
+  }
+  if (ec) return not_found("--tiny-vae " + dir + ": " + ec.message());
+  if (found.size() != 1) {
+    return not_found("--tiny-vae " + dir +
+                     ": expected one <name>_decoder.pth (TAESD family), found " +
+                     std::to_string(found.size()));
+  }
+  return found[0];
+}
+
+}  // namespace
+
+Result<std::unique_ptr<FluxPipeline>> FluxPipeline::load(const std::string& dir,
+                                                         const FluxLoadOptions& options) {
   QS_ASSIGN_OR_RETURN(nlohmann::json index,
                       io::read_json((fs::path(dir) / "model_index.json").string()));
   if (!index.is_object() || io::json_string_or(index, "_class_name", "") != "FluxPipeline") {
@@ -50,14 +72,33 @@ Result<std::unique_ptr<FluxPipeline>> FluxPipeline::load(const std::string& dir)
   QS_ASSIGN_OR_RETURN(p->clip_, ClipTextModel::load((d / "text_encoder").string()));
   QS_ASSIGN_OR_RETURN(p->t5_, T5Encoder::load((d / "text_encoder_2").string()));
   QS_ASSIGN_OR_RETURN(p->transformer_, FluxTransformer::load((d / "transformer").string()));
-  QS_ASSIGN_OR_RETURN(p->vae_, AutoencoderKL::load((d / "vae").string()));
+  {
+    QS_ASSIGN_OR_RETURN(Component vae_config, Component::open_config((d / "vae").string()));
+    QS_ASSIGN_OR_RETURN(p->vae_config_, read_vae_config(vae_config));
+  }
+  if (options.tiny_vae.empty()) {
+    QS_ASSIGN_OR_RETURN(p->vae_, AutoencoderKL::load((d / "vae").string()));
+  } else {
+    QS_ASSIGN_OR_RETURN(std::string decoder, tiny_decoder_file(options.tiny_vae));
+    QS_ASSIGN_OR_RETURN(TinyAutoencoder tiny, TinyAutoencoder::load("", decoder));
+    p->tiny_ = std::make_unique<TinyAutoencoder>(std::move(tiny));
+  }
   QS_ASSIGN_OR_RETURN(p->scheduler_,
                       read_flow_match_config((d / "scheduler" / "scheduler_config.json").string()));
   const FluxConfig& f = p->transformer_.config();
-  if (f.in_channels != 4 * p->vae_.config().latent_channels || f.out_channels != f.in_channels) {
+  if (f.in_channels != 4 * p->vae_config_.latent_channels || f.out_channels != f.in_channels) {
     return invalid_argument(dir + ": transformer in_channels " + std::to_string(f.in_channels) +
                             " is not 4 x the VAE's latent_channels " +
-                            std::to_string(p->vae_.config().latent_channels));
+                            std::to_string(p->vae_config_.latent_channels));
+  }
+  if (p->tiny_ && (p->tiny_->latent_channels() != p->vae_config_.latent_channels ||
+                   p->vae_config_.scale() != TinyAutoencoder::kScale)) {
+    return invalid_argument("--tiny-vae " + options.tiny_vae + " decodes " +
+                            std::to_string(p->tiny_->latent_channels()) + "-channel latents at " +
+                            std::to_string(TinyAutoencoder::kScale) + "x, but " + dir + " makes " +
+                            std::to_string(p->vae_config_.latent_channels) +
+                            "-channel latents at " + std::to_string(p->vae_config_.scale()) +
+                            "x (FLUX.1's 16 channels need TAEF1; TAEF2 is FLUX.2's 32)");
   }
   if (f.pooled_projection_dim != p->clip_.config().hidden_size ||
       f.joint_attention_dim != p->t5_.config().d_model) {
@@ -81,7 +122,7 @@ Result<FluxPipeline::Prompt> FluxPipeline::encode_prompt(const std::string& text
 }
 
 Status FluxPipeline::latent_shape(const FluxRequest& req, int64_t* n_img, int64_t* channels) const {
-  const int64_t unit = vae_.config().scale() * 2;
+  const int64_t unit = vae_config_.scale() * 2;
   if (req.width <= 0 || req.height <= 0 || req.width % unit != 0 || req.height % unit != 0 ||
       req.width > 4096 || req.height > 4096) {
     return invalid_argument("width and height must be positive multiples of " +
@@ -94,7 +135,7 @@ Status FluxPipeline::latent_shape(const FluxRequest& req, int64_t* n_img, int64_
 }
 
 int64_t FluxPipeline::default_size() const {
-  return kDefaultSampleSize * vae_.config().scale();
+  return kDefaultSampleSize * vae_config_.scale();
 }
 
 Status FluxPipeline::validate(const FluxRequest& req) const {
@@ -114,7 +155,7 @@ Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& poo
   QS_RETURN_IF_ERROR(validate(req));
   int64_t n_img = 0, ch = 0;
   QS_RETURN_IF_ERROR(latent_shape(req, &n_img, &ch));
-  const int64_t unit = vae_.config().scale() * 2, h2 = req.height / unit, w2 = req.width / unit;
+  const int64_t unit = vae_config_.scale() * 2, h2 = req.height / unit, w2 = req.width / unit;
   const bool true_cfg = req.true_cfg_scale > 1.0 && !req.negative_prompt.empty();
   const int64_t B = true_cfg ? 2 : 1, T = req.max_sequence_length;
   const FluxConfig& f = transformer_.config();
@@ -177,9 +218,11 @@ Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& poo
     }
   }
 
-  // _unpack_latents: [h2 * w2, c * 4] -> [c, 2 h2, 2 w2], then z / scaling + shift.
+  // _unpack_latents: [h2 * w2, c * 4] -> [c, 2 h2, 2 w2], then z / scaling + shift (1 and 0
+  // for a tiny autoencoder, as diffusers' AutoencoderTiny configs say).
   const int64_t c = ch / 4, lh = 2 * h2, lw = 2 * w2;
-  const VaeConfig& vc = vae_.config();
+  const float scaling = tiny_ ? 1.0f : static_cast<float>(vae_config_.scaling_factor);
+  const float shift = tiny_ ? 0.0f : static_cast<float>(vae_config_.shift_factor);
   std::vector<float> z(static_cast<size_t>(c * lh * lw));
   for (int64_t r = 0; r < h2; ++r) {
     for (int64_t q = 0; q < w2; ++q) {
@@ -187,15 +230,18 @@ Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& poo
         for (int64_t dy = 0; dy < 2; ++dy) {
           for (int64_t dx = 0; dx < 2; ++dx) {
             const float val = latents[(r * w2 + q) * ch + cc * 4 + dy * 2 + dx];
-            z[(cc * lh + 2 * r + dy) * lw + 2 * q + dx] =
-                val / static_cast<float>(vc.scaling_factor) + static_cast<float>(vc.shift_factor);
+            z[(cc * lh + 2 * r + dy) * lw + 2 * q + dx] = val / scaling + shift;
           }
         }
       }
     }
   }
   std::vector<float> decoded;
-  QS_RETURN_IF_ERROR(vae_.decode(z.data(), 1, lh, lw, &decoded, pool));
+  if (tiny_) {
+    QS_RETURN_IF_ERROR(tiny_->decode(z.data(), 1, lh, lw, &decoded, pool));  // in [0, 1]
+  } else {
+    QS_RETURN_IF_ERROR(vae_.decode(z.data(), 1, lh, lw, &decoded, pool));
+  }
   FluxImage img;
   img.width = req.width, img.height = req.height;
   img.latents = std::move(latents);
@@ -203,7 +249,8 @@ Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& poo
   img.rgb.resize(static_cast<size_t>(hw * 3));
   for (int64_t p = 0; p < hw; ++p) {
     for (int64_t k = 0; k < 3; ++k) {
-      img.rgb[p * 3 + k] = std::clamp(decoded[k * hw + p] / 2.0f + 0.5f, 0.0f, 1.0f);
+      const float out = decoded[k * hw + p];
+      img.rgb[p * 3 + k] = std::clamp(tiny_ ? out : out / 2.0f + 0.5f, 0.0f, 1.0f);
     }
   }
   return img;

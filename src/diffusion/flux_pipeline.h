@@ -1,7 +1,8 @@
 // diffusion: FluxPipeline (diffusers' pipeline_flux.py) over a pipeline directory:
 // prompt -> CLIP pooled vector + T5 hidden states -> packed 2x2 latent noise -> flow-matching
 // Euler steps of the transformer (one batched forward of both branches when true CFG is on)
-// -> unpacked, un-scaled latents -> VAE decode -> an RGB image in [0, 1].
+// -> unpacked, un-scaled latents -> VAE decode -> an RGB image in [0, 1]. The decoder may be a
+// TAESD-family tiny autoencoder instead of the pipeline's AutoencoderKL (--vae-decoder tiny).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "diffusion/flow_match_scheduler.h"
 #include "diffusion/flux_transformer.h"
 #include "diffusion/t5_encoder.h"
+#include "diffusion/tiny_autoencoder.h"
 #include "tokenizer/clip_tokenizer.h"
 #include "tokenizer/unigram_tokenizer.h"
 
@@ -48,9 +50,18 @@ struct FluxImage {
   std::vector<float> latents;  // the final packed latents [n_img, channels]
 };
 
+struct FluxLoadOptions {
+  // A folder holding a tiny autoencoder's <name>_decoder.pth (TAESD family: taef1 for
+  // FLUX.1's 16-channel latents, taef2 for 32): decode with it instead of vae/. It takes the
+  // transformer's latents as they are (diffusers' AutoencoderTiny: scaling 1, shift 0), and
+  // must match their channels and vae/'s 8x scale. Empty: vae/ (AutoencoderKL).
+  std::string tiny_vae;
+};
+
 class FluxPipeline {
  public:
-  static Result<std::unique_ptr<FluxPipeline>> load(const std::string& dir);
+  static Result<std::unique_ptr<FluxPipeline>> load(const std::string& dir,
+                                                    const FluxLoadOptions& options = {});
 
   // Every check generate() makes before it runs anything (size, steps, sequence length,
   // guidance), so a server can answer a bad request before queueing it.
@@ -77,7 +88,9 @@ class FluxPipeline {
   ClipTextModel clip_;
   T5Encoder t5_;
   FluxTransformer transformer_;
-  AutoencoderKL vae_;
+  VaeConfig vae_config_;                   // vae/config.json: scale and latent channels
+  AutoencoderKL vae_;                      // loaded unless tiny_ is
+  std::unique_ptr<TinyAutoencoder> tiny_;  // FluxLoadOptions::tiny_vae
   FlowMatchConfig scheduler_;
 };
 
