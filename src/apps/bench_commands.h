@@ -1,6 +1,6 @@
 // apps: the `quantserve bench` benchmarks beside `bench latency` (cmd_bench.cc dispatches):
 // vLLM's serving client and offline throughput benchmark, the scheme x KV-memory matrix over
-// serve children, plus the dataset flags they share.
+// serve children, plus the dataset flags and helpers they share (bench_dataset_flags.cc).
 #pragma once
 
 #include <memory>
@@ -29,5 +29,8 @@ Result<std::vector<bench::SampleRequest>> load_dataset(const Flags& flags,
 // directories): the model path, or what the server says it loaded.
 Result<std::unique_ptr<tok::Tokenizer>> load_bench_tokenizer(
     const Flags& flags, const std::vector<std::string>& model_dirs, std::string* tokenizer_id);
+
+// Local time as 20261202-171500: result file and directory names, the JSON's "date".
+std::string now_stamp();
 
 }  // namespace qs::apps

@@ -1,4 +1,5 @@
-// apps: dataset flags shared by `bench serve` and `bench throughput` (see bench_commands.h).
+// apps: dataset flags and helpers shared by the bench commands (see bench_commands.h).
+#include <ctime>
 #include <filesystem>
 
 #include "apps/bench_commands.h"
@@ -82,6 +83,15 @@ Result<std::unique_ptr<tok::Tokenizer>> load_bench_tokenizer(
   }
   *tokenizer_id = dir;
   return tok::load_tokenizer(dir);
+}
+
+std::string now_stamp() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+  return buf;
 }
 
 }  // namespace qs::apps

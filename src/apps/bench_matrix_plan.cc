@@ -3,12 +3,12 @@
 
 #include <cctype>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "apps/bench_commands.h"
 #include "io/checkpoint.h"
 
 namespace qs::apps::matrix {
@@ -90,15 +90,6 @@ Result<Scheme> parse_scheme(const std::string& entry, const std::string& model_d
 }
 
 }  // namespace
-
-std::string now_stamp() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
-  return buf;
-}
 
 const char* const kSchemeHelp =
     "an entry is bf16 (the --model directory itself), a checkpoint directory (a path with a "

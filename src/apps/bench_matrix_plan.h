@@ -50,9 +50,6 @@ struct Plan {
   std::string label;
 };
 
-// Local time as 20261202-171500, for result directories and the JSON's date.
-std::string now_stamp();
-
 // The whole invocation checked before anything runs: lists, spellings, directories, and
 // whether each made scheme can be made from --model.
 Result<Plan> make_plan(const Flags& flags);

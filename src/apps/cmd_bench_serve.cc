@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -60,15 +59,6 @@ Args expand_multi_value_flags(const Args& args) {
     }
   }
   return out;
-}
-
-std::string now_stamp() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
-  return buf;
 }
 
 Status run(const Flags& flags) {

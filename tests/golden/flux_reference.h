@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/mmap_file.h"
+#include "diffusion/flux_transformer.h"
 #include "io/checkpoint.h"
 
 namespace qs::testing {
@@ -46,6 +47,30 @@ class FluxReference {
 
  private:
   std::map<std::string, Tensor> tensors_;
+};
+
+// The inputs of the reference's one transformer forward (xf_*: 64 image and 8 text tokens,
+// timestep 0.7 and guidance 3.5 as reference.json "transformer" says), `batch` copies.
+struct FluxReferenceInputs {
+  std::vector<float> img, txt, pooled, img_ids, txt_ids, t, g;
+  explicit FluxReferenceInputs(const FluxReference& ref, int batch = 1) {
+    auto append = [](std::vector<float>* dst, const std::vector<float>& src) {
+      dst->insert(dst->end(), src.begin(), src.end());
+    };
+    for (int b = 0; b < batch; ++b) {
+      append(&img, ref.f32("xf_hidden_in"));
+      append(&txt, ref.f32("xf_encoder_in"));
+      append(&pooled, ref.f32("xf_pooled_in"));
+      t.push_back(0.7f);
+      g.push_back(3.5f);
+    }
+    img_ids = ref.f32("xf_img_ids");
+    txt_ids = ref.f32("xf_txt_ids");
+  }
+  diffusion::FluxInputs view(int batch = 1) const {
+    return {batch,         64,       8,        img.data(),     txt.data(),
+            pooled.data(), t.data(), g.data(), img_ids.data(), txt_ids.data()};
+  }
 };
 
 // Every |got - want| <= atol + rtol * |want|; reports the worst element and the count off.

@@ -15,27 +15,7 @@ namespace {
 
 using testing::expect_close;
 
-struct Inputs {
-  std::vector<float> img, txt, pooled, img_ids, txt_ids, t, g;
-  explicit Inputs(const testing::FluxReference& ref, int batch) {
-    for (int b = 0; b < batch; ++b) {
-      auto append = [](std::vector<float>* dst, const std::vector<float>& src) {
-        dst->insert(dst->end(), src.begin(), src.end());
-      };
-      append(&img, ref.f32("xf_hidden_in"));
-      append(&txt, ref.f32("xf_encoder_in"));
-      append(&pooled, ref.f32("xf_pooled_in"));
-      t.push_back(0.7f);  // reference.json "transformer"
-      g.push_back(3.5f);
-    }
-    img_ids = ref.f32("xf_img_ids");
-    txt_ids = ref.f32("xf_txt_ids");
-  }
-  diffusion::FluxInputs view(int batch) const {
-    return {batch,         64,       8,        img.data(),     txt.data(),
-            pooled.data(), t.data(), g.data(), img_ids.data(), txt_ids.data()};
-  }
-};
+using Inputs = testing::FluxReferenceInputs;
 
 TEST(FluxTransformer, ForwardMatchesDiffusers) {
   testing::FluxReference ref;

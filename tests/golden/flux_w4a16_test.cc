@@ -119,12 +119,8 @@ TEST_F(FluxW4A16, RunsAsTheDequantizedRtnWeights) {
   auto dense = diffusion::FluxTransformer::load(ref_dir.string());
   ASSERT_TRUE(dense.ok()) << dense.status().to_string();
   testing::FluxReference ref;
-  const std::vector<float> img = ref.f32("xf_hidden_in"), txt = ref.f32("xf_encoder_in"),
-                           pooled = ref.f32("xf_pooled_in"), img_ids = ref.f32("xf_img_ids"),
-                           txt_ids = ref.f32("xf_txt_ids");
-  const float t = 0.7f, g = 3.5f;
-  const diffusion::FluxInputs in{
-      1, 64, 8, img.data(), txt.data(), pooled.data(), &t, &g, img_ids.data(), txt_ids.data()};
+  const testing::FluxReferenceInputs inputs(ref);
+  const diffusion::FluxInputs in = inputs.view();
   ThreadPool pool(2);
   std::vector<float> a(64 * 16), b(64 * 16);
   // bf16 activations with exact products: the W4A16 arithmetic of diffusers and vLLM-Omni.
@@ -223,12 +219,8 @@ TEST(FluxAutoRound, TransformerMatchesDiffusers) {
   auto model = diffusion::FluxTransformer::load((kAutoRound / "transformer").string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   testing::FluxReference ref;
-  const std::vector<float> img = ref.f32("xf_hidden_in"), txt = ref.f32("xf_encoder_in"),
-                           pooled = ref.f32("xf_pooled_in"), img_ids = ref.f32("xf_img_ids"),
-                           txt_ids = ref.f32("xf_txt_ids");
-  const float t = 0.7f, g = 3.5f;
-  const diffusion::FluxInputs in{
-      1, 64, 8, img.data(), txt.data(), pooled.data(), &t, &g, img_ids.data(), txt_ids.data()};
+  const testing::FluxReferenceInputs inputs(ref);
+  const diffusion::FluxInputs in = inputs.view();
   ThreadPool pool(2);
   const std::vector<float> want = reference("xf_out_torch");
   const ops::ActivationPrecision saved = ops::activation_precision();
