@@ -134,22 +134,25 @@ kernels::QActsView quantize_for(kernels::Isa isa, const QuantMatrix& q, const fl
   return quantize(q.view(), x, m, acts_scratch(kernels::qacts_bytes(q.view(), m)));
 }
 
-// The bf16-activation path: x rounded once per call (scalar, shared by every ISA), then the
+// The bf16-activation path: x rounded once per call (on the calling thread; the declared
+// W8A8 grids on AVX-512 where the kernel runs, bit for bit the scalar rounding), then the
 // AVX512-BF16 kernel where the CPU has it, else the scalar one.
 Job bf16act_job(kernels::Isa isa, int64_t m, const QuantMatrix& q, const float* x,
                 const float* bias, float* y) {
   const kernels::QMatrixView* w = &q.view();
+  const bool simd = isa == kernels::Isa::kAvx512 && kernels::cpu::bf16act_supported();
+  const auto prepare_declared =
+      simd ? kernels::cpu::prepare_declared_bf16_acts_avx512 : kernels::prepare_declared_bf16_acts;
   const kernels::Bf16ActsView a =
       q.act().quantized()
-          ? kernels::prepare_declared_bf16_acts(
-                *w, q.act(), q.input_scale(), q.input_zero(), x, m,
-                acts_scratch(kernels::declared_bf16_acts_bytes(*w, m)))
+          ? prepare_declared(*w, q.act(), q.input_scale(), q.input_zero(), x, m,
+                             acts_scratch(kernels::declared_bf16_acts_bytes(*w, m)))
           : kernels::prepare_bf16_acts(*w, x, m, acts_scratch(kernels::bf16_acts_bytes(*w, m)));
   Job job;
   job.n = w->n;
   job.macs = m * w->n * w->k;
   job.grain = 16;
-  if (isa == kernels::Isa::kAvx512 && kernels::cpu::bf16act_supported()) {
+  if (simd) {
     job.run = [=](int64_t b, int64_t e) {
       kernels::cpu::qlinear_bf16act_avx512(*w, a, bias, b, e, y);
     };

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -175,6 +177,73 @@ TEST(Bf16Act, OpsLinearFollowsTheSetting) {
   EXPECT_LT(err_bf16, 0.5 * err_int8) << err_bf16 << " vs " << err_int8;
   EXPECT_EQ(ops::parse_activation_precision("bf16"), ops::ActivationPrecision::kBf16);
   EXPECT_FALSE(ops::parse_activation_precision("fp8").has_value());
+}
+
+// The AVX-512 rounding of declared W8A8 activations writes the scalar version's bytes, group
+// sums and scales exactly, for every activation scheme and on the values where rounding
+// rules differ: e4m3 subnormals and saturation, ties, zeros of either sign, NaN, an all-zero
+// row, spans and k that are not multiples of 16.
+TEST(Bf16Act, DeclaredActsSimdEqualsScalarBitForBit) {
+  if (!kernels::cpu::bf16act_supported()) {
+    GTEST_SKIP() << "this CPU lacks AVX512-BF16/VBMI: the SIMD rounding does not run here";
+  }
+  using formats::ActScheme;
+  using formats::ActStrategy;
+  using formats::ActType;
+  auto scheme = [](ActType t, ActStrategy st, bool dynamic, bool sym, int64_t g) {
+    ActScheme a;
+    a.type = t;
+    a.strategy = st;
+    a.dynamic = dynamic;
+    a.sym = sym;
+    a.group_size = g;
+    return a;
+  };
+  const std::vector<ActScheme> acts = {
+      scheme(ActType::kFp8, ActStrategy::kToken, true, true, 0),
+      scheme(ActType::kFp8, ActStrategy::kGroup, true, true, 64),
+      scheme(ActType::kFp8, ActStrategy::kGroup, true, true, 40),  // not the weight's groups
+      scheme(ActType::kFp8, ActStrategy::kTensor, false, true, 0),
+      scheme(ActType::kFp8, ActStrategy::kGroup, false, true, 40),  // static, bf16(s * v)
+      scheme(ActType::kInt8, ActStrategy::kToken, true, true, 0),
+      scheme(ActType::kInt8, ActStrategy::kToken, true, false, 0),
+      scheme(ActType::kInt8, ActStrategy::kTensor, false, false, 0),
+  };
+  for (const Spec& sp : {Spec{16, 200, 8, 64, false, true}, Spec{16, 256, 8, 64, false, true},
+                         Spec{16, 72, 4, 32, false, true}}) {
+    const QuantizedWeight qw = random_weight(sp, 5);
+    Buffer wbuf = aligned_buffer(kernels::qmatrix_bytes(qw));
+    const QMatrixView w = kernels::qmatrix_pack(qw, wbuf.get());
+    const int64_t m = 4;
+    std::vector<float> x = random_x(m, sp.k, 9);
+    // Ties under the static scales 0.125 and 1 + 2^-8: e4m3 mantissa ties 1.0625 and 1.1875,
+    // a subnormal tie 2.5 * 2^-9, an int8 tie 2.5, and 1 + 2^-8 itself, whose s * v is a bf16
+    // tie.
+    const float specials[] = {0.0f,         -0.0f,       NAN,         1e-30f,      -3e-7f,
+                              1.5e-3f,      447.9f,      -1e6f,       2.0f,        0.0703125f,
+                              0.068359375f, 1e-39f,      1.0625f / 8, 1.1875f / 8, 2.5f / 4096,
+                              2.5f / 8,     1.00390625f, -1.00390625f};
+    for (size_t t = 0; t < std::size(specials); ++t) x[(t * 7) % (2 * sp.k)] = specials[t];
+    std::fill(x.begin() + 2 * sp.k, x.begin() + 3 * sp.k, 0.0f);  // row 2 all zero
+    for (const ActScheme& act : acts) {
+      for (const float static_scale : {0.0125f, 0.0f, 0.125f, 1.00390625f}) {
+        const int32_t static_zero = act.sym ? 0 : 3;
+        const size_t bytes = kernels::declared_bf16_acts_bytes(w, m);
+        Buffer b0 = aligned_buffer(bytes), b1 = aligned_buffer(bytes);
+        std::memset(b0.get(), 0xAB, bytes);
+        std::memset(b1.get(), 0xCD, bytes);
+        const kernels::Bf16ActsView a0 = kernels::prepare_declared_bf16_acts(
+            w, act, static_scale, static_zero, x.data(), m, b0.get());
+        const kernels::Bf16ActsView a1 = kernels::cpu::prepare_declared_bf16_acts_avx512(
+            w, act, static_scale, static_zero, x.data(), m, b1.get());
+        const std::string what = act.describe() + " k=" + std::to_string(sp.k) +
+                                 " static_scale=" + std::to_string(static_scale);
+        ASSERT_EQ(std::memcmp(a0.x, a1.x, m * w.k_pad * 2), 0) << what;
+        ASSERT_EQ(std::memcmp(a0.gsum, a1.gsum, m * w.n_groups * 4), 0) << what;
+        ASSERT_EQ(std::memcmp(a0.gscale, a1.gscale, m * w.n_groups * 4), 0) << what;
+      }
+    }
+  }
 }
 
 }  // namespace

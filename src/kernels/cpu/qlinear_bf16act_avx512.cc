@@ -205,6 +205,40 @@ void decode_rows(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
   for (; j < n_end; ++j) tile<R, 1, false>(w, a, bias, 0, j, nullptr, table, tables, y);
 }
 
+// round_to_e4m3 on 16 lanes, bit for bit: saturation at 448 (NaN kept), the subnormal
+// quantum 2^-9 below 2^-6, and round-to-nearest-even of the mantissa to 3 bits above.
+inline __m512 round_e4m3(__m512 v) {
+  const __m512 a = _mm512_abs_ps(v);
+  const __mmask16 big = _mm512_cmp_ps_mask(a, _mm512_set1_ps(448.0f), _CMP_NLT_UQ);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  const __mmask16 sub = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.015625f), _CMP_LT_OQ);
+  const __m512 rs =
+      _mm512_mul_ps(_mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(512.0f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                    _mm512_set1_ps(1.0f / 512.0f));
+  __m512i u = _mm512_castps_si512(a);
+  u = _mm512_add_epi32(
+      u, _mm512_add_epi32(_mm512_set1_epi32(0x7ffff),
+                          _mm512_and_si512(_mm512_srli_epi32(u, 20), _mm512_set1_epi32(1))));
+  u = _mm512_and_si512(u, _mm512_set1_epi32(~0xfffff));
+  __m512 r = _mm512_mask_blend_ps(sub, _mm512_castsi512_ps(u), rs);
+  r = _mm512_mask_blend_ps(big, r, _mm512_set1_ps(448.0f));
+  r = _mm512_or_ps(r, _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
+  return _mm512_mask_blend_ps(nan, r, v);
+}
+
+// f32_to_bf16 on 16 lanes, bit for bit (vcvtneps2bf16 would flush subnormals).
+inline __m256i to_bf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i hi = _mm512_srli_epi32(u, 16);
+  __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                           _mm512_and_si512(hi, _mm512_set1_epi32(1)))),
+      16);
+  r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), hi, _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
 }  // namespace
 
 bool bf16act_supported() {
@@ -269,6 +303,75 @@ void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const f
     }
     for (; i < a.m; ++i) tile<1, 1, true>(w, a, bias, i, j, decoded.data(), table, tables, y);
   }
+}
+
+Bf16ActsView prepare_declared_bf16_acts_avx512(const QMatrixView& w, const formats::ActScheme& act,
+                                               float static_scale, int32_t static_zero,
+                                               const float* x, int64_t m, void* buf) {
+  // Act-order inputs are gathered: rare with W8A8, left to the scalar version.
+  if (w.perm != nullptr) {
+    return prepare_declared_bf16_acts(w, act, static_scale, static_zero, x, m, buf);
+  }
+  const DeclaredActsBuffers out = declared_bf16_acts_buffers(w, m, buf);
+  const bool fp8 = act.type == formats::ActType::kFp8;
+  const int64_t span = declared_act_span(w, act);
+  const bool aligned = declared_acts_aligned(w, act);
+  auto mask = [](int64_t left) {
+    return left >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << left) - 1);
+  };
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * w.k;
+    uint16_t* row = out.x + r * w.k_pad;
+    for (int64_t c0 = 0; c0 < w.k; c0 += span) {
+      const int64_t c1 = std::min(w.k, c0 + span);
+      float s = static_scale;
+      int32_t z = static_zero;
+      if (act.dynamic) {
+        // Min and max are exact in any order, so these equal the scalar loop's; x goes first
+        // so that a NaN input is skipped as std::min / std::max skip it.
+        __m512 lo = _mm512_setzero_ps(), hi = lo, amax = lo;
+        for (int64_t c = c0; c < c1; c += 16) {
+          const __m512 v = _mm512_maskz_loadu_ps(mask(c1 - c), xr + c);
+          lo = _mm512_min_ps(v, lo);
+          hi = _mm512_max_ps(v, hi);
+          amax = _mm512_max_ps(_mm512_abs_ps(v), amax);
+        }
+        declared_act_scale(act, _mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi),
+                           _mm512_reduce_max_ps(amax), &s, &z);
+      }
+      const __m512 sv = _mm512_set1_ps(s), zf = _mm512_set1_ps(static_cast<float>(z));
+      for (int64_t c = c0; c < c1; c += 16) {
+        const __mmask16 mk = mask(c1 - c);
+        __m512 v = _mm512_setzero_ps();
+        if (s > 0.0f) {
+          const __m512 q = _mm512_div_ps(_mm512_maskz_loadu_ps(mk, xr + c), sv);
+          if (fp8) {
+            v = round_e4m3(q);
+          } else {
+            const __m512 t = _mm512_add_ps(
+                _mm512_roundscale_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zf);
+            // Bounds first: a NaN passes through, as through std::clamp.
+            v = _mm512_sub_ps(
+                _mm512_min_ps(_mm512_set1_ps(127.0f), _mm512_max_ps(_mm512_set1_ps(-128.0f), t)),
+                zf);
+          }
+        }
+        if (!aligned) v = _mm512_mul_ps(sv, v);
+        _mm256_mask_storeu_epi16(row + c, mk, to_bf16(v));
+      }
+      if (aligned) {
+        for (int64_t g = c0 / w.group_size; g < w.n_groups && g * w.group_size < c1; ++g) {
+          out.gscale[r * w.n_groups + g] = s;
+        }
+      }
+    }
+    std::fill(row + w.k, row + w.k_pad, uint16_t{0});
+    if (!aligned) std::fill_n(out.gscale + r * w.n_groups, w.n_groups, 1.0f);
+    declared_bf16_group_sums(w, row, out.gsum + r * w.n_groups);
+  }
+  Bf16ActsView v{m, w.k_pad, w.n_groups, out.x, out.gsum};
+  v.gscale = out.gscale;
+  return v;
 }
 
 }  // namespace qs::kernels::cpu

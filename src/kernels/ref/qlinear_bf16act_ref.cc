@@ -73,19 +73,55 @@ size_t declared_bf16_acts_bytes(const QMatrixView& w, int64_t m) {
   return bf16_acts_bytes(w, m) + align64(static_cast<size_t>(m * w.n_groups) * 4);
 }
 
+DeclaredActsBuffers declared_bf16_acts_buffers(const QMatrixView& w, int64_t m, void* buf) {
+  DeclaredActsBuffers b;
+  b.x = static_cast<uint16_t*>(buf);
+  b.gsum = reinterpret_cast<float*>(static_cast<uint8_t*>(buf) +
+                                    align64(static_cast<size_t>(m * w.k_pad) * 2));
+  b.gscale = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(b.gsum) +
+                                      align64(static_cast<size_t>(m * w.n_groups) * 4));
+  return b;
+}
+
+int64_t declared_act_span(const QMatrixView& w, const formats::ActScheme& act) {
+  return act.strategy == formats::ActStrategy::kGroup && act.group_size > 0
+             ? std::min(act.group_size, w.k)
+             : w.k;
+}
+
+bool declared_acts_aligned(const QMatrixView& w, const formats::ActScheme& act) {
+  const int64_t span = declared_act_span(w, act);
+  return span >= w.k || (w.perm == nullptr && w.n_groups > 1 && span == w.group_size);
+}
+
+void declared_act_scale(const formats::ActScheme& act, float lo, float hi, float amax, float* s,
+                        int32_t* z) {
+  if (act.type == formats::ActType::kFp8) {
+    *s = std::max(amax / 448.0f, 1.0f / (448.0f * 512.0f));
+  } else if (act.sym) {
+    *s = amax / 127.0f;
+  } else {
+    *s = (hi - lo) / 255.0f;
+    *z = *s > 0.0f ? static_cast<int32_t>(std::nearbyint(-128.0f - lo / *s)) : 0;
+  }
+}
+
+void declared_bf16_group_sums(const QMatrixView& w, const uint16_t* row, float* gsum) {
+  for (int64_t g = 0; g < w.n_groups; ++g) {
+    float s = 0.0f;
+    const int64_t end = std::min(w.k_pad, (g + 1) * w.group_size);
+    for (int64_t c = g * w.group_size; c < end; ++c) s += bf16_to_f32(row[c]);
+    gsum[g] = s;
+  }
+}
+
 Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const formats::ActScheme& act,
                                         float static_scale, int32_t static_zero, const float* x,
                                         int64_t m, void* buf) {
-  auto* xb = static_cast<uint16_t*>(buf);
-  auto* gsum = reinterpret_cast<float*>(static_cast<uint8_t*>(buf) +
-                                        align64(static_cast<size_t>(m * w.k_pad) * 2));
-  auto* gscale = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(gsum) +
-                                          align64(static_cast<size_t>(m * w.n_groups) * 4));
+  const DeclaredActsBuffers out = declared_bf16_acts_buffers(w, m, buf);
   const bool fp8 = act.type == formats::ActType::kFp8;
-  // Inputs per activation scale, in x's own order.
-  const int64_t span = act.strategy == formats::ActStrategy::kGroup ? act.group_size : w.k;
-  const bool row_scale = span >= w.k;
-  const bool aligned = row_scale || (w.perm == nullptr && w.n_groups > 1 && span == w.group_size);
+  const int64_t span = declared_act_span(w, act);
+  const bool aligned = declared_acts_aligned(w, act);
   // One row's grid values and scales in x's order; grow-only, so decode allocates nothing.
   thread_local std::vector<float> value, scale;
   if (value.size() < static_cast<size_t>(w.k)) {
@@ -105,14 +141,7 @@ Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const formats::Act
           hi = std::max(hi, xr[c]);
           amax = std::max(amax, std::fabs(xr[c]));
         }
-        if (fp8) {
-          s = std::max(amax / 448.0f, 1.0f / (448.0f * 512.0f));
-        } else if (act.sym) {
-          s = amax / 127.0f;
-        } else {
-          s = (hi - lo) / 255.0f;
-          z = s > 0.0f ? static_cast<int32_t>(std::nearbyint(-128.0f - lo / s)) : 0;
-        }
+        declared_act_scale(act, lo, hi, amax, &s, &z);
       }
       for (int64_t c = c0; c < c1; ++c) {
         float v = 0.0f;
@@ -129,7 +158,7 @@ Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const formats::Act
         scale[static_cast<size_t>(c)] = s;
       }
     }
-    uint16_t* row = xb + r * w.k_pad;
+    uint16_t* row = out.x + r * w.k_pad;
     for (int64_t c = 0; c < w.k_pad; ++c) {
       if (c >= w.k) {
         row[c] = 0;
@@ -138,18 +167,15 @@ Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const formats::Act
       const auto at = static_cast<size_t>(w.perm != nullptr ? w.perm[c] : c);
       row[c] = f32_to_bf16(aligned ? value[at] : scale[at] * value[at]);
     }
+    declared_bf16_group_sums(w, row, out.gsum + r * w.n_groups);
     for (int64_t g = 0; g < w.n_groups; ++g) {
-      float s = 0.0f;
-      const int64_t end = std::min(w.k_pad, (g + 1) * w.group_size);
-      for (int64_t c = g * w.group_size; c < end; ++c) s += bf16_to_f32(row[c]);
-      gsum[r * w.n_groups + g] = s;
       const int64_t first = std::min(w.k - 1, g * w.group_size);
-      gscale[r * w.n_groups + g] =
+      out.gscale[r * w.n_groups + g] =
           aligned ? scale[static_cast<size_t>(w.perm != nullptr ? w.perm[first] : first)] : 1.0f;
     }
   }
-  Bf16ActsView v{m, w.k_pad, w.n_groups, xb, gsum};
-  v.gscale = gscale;
+  Bf16ActsView v{m, w.k_pad, w.n_groups, out.x, out.gsum};
+  v.gscale = out.gscale;
   return v;
 }
 

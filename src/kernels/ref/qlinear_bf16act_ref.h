@@ -48,6 +48,27 @@ Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const formats::Act
                                         float static_scale, int32_t static_zero, const float* x,
                                         int64_t m, void* buf);
 
+// The parts of prepare_declared_bf16_acts that its SIMD twins
+// (cpu::prepare_declared_bf16_acts_avx512) share, so that every ISA lays out, scales and sums
+// alike. The buffer's parts (declared_bf16_acts_bytes):
+struct DeclaredActsBuffers {
+  uint16_t* x = nullptr;  // [m, k_pad]
+  float* gsum = nullptr;  // [m, n_groups]
+  float* gscale = nullptr;
+};
+DeclaredActsBuffers declared_bf16_acts_buffers(const QMatrixView& w, int64_t m, void* buf);
+// Inputs per activation scale, in x's own order.
+int64_t declared_act_span(const QMatrixView& w, const formats::ActScheme& act);
+// Whether each weight group sees one activation scale (it then goes to gscale; otherwise
+// bf16(s * value) is stored).
+bool declared_acts_aligned(const QMatrixView& w, const formats::ActScheme& act);
+// A dynamic scale (and asymmetric int8 zero) from the span's min, max and max |x| (each
+// starting at 0), as vLLM's kernels compute it.
+void declared_act_scale(const formats::ActScheme& act, float lo, float hi, float amax, float* s,
+                        int32_t* z);
+// gsum[g] for one row of bf16 activations, summed in input order.
+void declared_bf16_group_sums(const QMatrixView& w, const uint16_t* row, float* gsum);
+
 namespace ref {
 // y[i, j] (+ bias[j] when not null) for j in [n_begin, n_end).
 void qlinear_bf16act(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
