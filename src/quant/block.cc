@@ -204,11 +204,17 @@ void block_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const
 template <class T>
 void block_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
                     const BlockActivations<T>& a, const uint8_t* mask, const T* dy, T* dx,
-                    const PerLinear<T*>& dw, ThreadPool& pool) {
+                    const PerLinear<T*>& dw, ThreadPool& pool, BlockBackwardScratch<T>* scratch) {
+  BlockBackwardScratch<T> local;
+  BlockBackwardScratch<T>& sc = scratch != nullptr ? *scratch : local;
   const int64_t m = a.n_seqs * a.seqlen, d = b.hidden, hd = b.head_dim;
   const int64_t q_dim = b.n_heads * hd, kv_dim = b.n_kv_heads * hd, inter = b.intermediate;
   // MLP: y = x2 + down(silu(gate h2) * up h2), h2 = norm(x2).
-  std::vector<T> dact(m * inter), dgate(m * inter), dup(m * inter), dh2(m * d);
+  std::vector<T>&dact = sc.dact, &dgate = sc.dgate, &dup = sc.dup, &dh2 = sc.dh2;
+  dact.assign(m * inter, T(0));  // the down projection's dX accumulates into it
+  dgate.resize(m * inter);
+  dup.resize(m * inter);
+  dh2.resize(m * d);
   linear_backward<T>(a.act.data(), dy, m, inter, w[kDownProj], d, dact.data(), dw[kDownProj], true,
                      pool);
   pool.parallel_for(
@@ -223,15 +229,20 @@ void block_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
                      dw[kGateProj], true, pool);
   linear_backward<T>(a.h2.data(), dup.data(), m, d, w[kUpProj], inter, dh2.data(), dw[kUpProj],
                      true, pool);
-  std::vector<T> dx2(dy, dy + m * d);
+  std::vector<T>& dx2 = sc.dx2;
+  dx2.assign(dy, dy + m * d);
   norm_backward<T>(pool, a.x2.data(), a.inv_rms2.data(), dh2.data(), m, d, b.mlp_norm.data(),
                    dx2.data(), true);
 
   // Attention: x2 = x + o(attention(rope(norm(q h1)), rope(norm(k h1)), v h1)).
-  std::vector<T> dattn(m * q_dim, T(0));
+  std::vector<T>& dattn = sc.dattn;
+  dattn.assign(m * q_dim, T(0));
   linear_backward<T>(a.attn.data(), dx2.data(), m, q_dim, w[kOProj], d, dattn.data(), dw[kOProj],
                      true, pool);
-  std::vector<T> dq(m * q_dim), dk(m * kv_dim), dv(m * kv_dim);
+  std::vector<T>&dq = sc.dq, &dk = sc.dk, &dv = sc.dv;
+  dq.resize(m * q_dim);
+  dk.resize(m * kv_dim);
+  dv.resize(m * kv_dim);
   AttentionShape as{a.n_seqs,
                     a.seqlen,
                     b.n_heads,
@@ -248,7 +259,9 @@ void block_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
                      a.sin.data());
   }
   if (!b.q_norm.empty()) {
-    std::vector<T> dq_pre(m * q_dim), dk_pre(m * kv_dim);
+    std::vector<T>&dq_pre = sc.dq_pre, &dk_pre = sc.dk_pre;
+    dq_pre.resize(m * q_dim);
+    dk_pre.resize(m * kv_dim);
     norm_backward<T>(pool, a.q_pre.data(), a.inv_rms_q.data(), dq.data(), m * b.n_heads, hd,
                      b.q_norm.data(), dq_pre.data(), false);
     norm_backward<T>(pool, a.k_pre.data(), a.inv_rms_k.data(), dk.data(), m * b.n_kv_heads, hd,
@@ -256,17 +269,18 @@ void block_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
     dq.swap(dq_pre);
     dk.swap(dk_pre);
   }
-  std::vector<T> dh1(m * d, T(0));
-  linear_backward<T>(a.h1.data(), dq.data(), m, d, w[kQProj], q_dim, dh1.data(), dw[kQProj], true,
-                     pool);
-  linear_backward<T>(a.h1.data(), dk.data(), m, d, w[kKProj], kv_dim, dh1.data(), dw[kKProj], true,
-                     pool);
-  linear_backward<T>(a.h1.data(), dv.data(), m, d, w[kVProj], kv_dim, dh1.data(), dw[kVProj], true,
-                     pool);
+  // dL/dh1 only feeds dL/dx: without dx, the three dX products are skipped.
+  T* dh1 = nullptr;
+  if (dx != nullptr) {
+    sc.dh1.assign(m * d, T(0));
+    dh1 = sc.dh1.data();
+  }
+  linear_backward<T>(a.h1.data(), dq.data(), m, d, w[kQProj], q_dim, dh1, dw[kQProj], true, pool);
+  linear_backward<T>(a.h1.data(), dk.data(), m, d, w[kKProj], kv_dim, dh1, dw[kKProj], true, pool);
+  linear_backward<T>(a.h1.data(), dv.data(), m, d, w[kVProj], kv_dim, dh1, dw[kVProj], true, pool);
   if (dx != nullptr) {
     std::copy(dx2.begin(), dx2.end(), dx);
-    norm_backward<T>(pool, a.x.data(), a.inv_rms1.data(), dh1.data(), m, d, b.attn_norm.data(), dx,
-                     true);
+    norm_backward<T>(pool, a.x.data(), a.inv_rms1.data(), dh1, m, d, b.attn_norm.data(), dx, true);
   }
 }
 
@@ -280,9 +294,11 @@ template void block_forward<double>(const BlockTensors<double>&, const PerLinear
                                     BlockActivations<double>*, double*, ThreadPool&);
 template void block_backward<float>(const BlockTensors<float>&, const PerLinear<const float*>&,
                                     const BlockActivations<float>&, const uint8_t*, const float*,
-                                    float*, const PerLinear<float*>&, ThreadPool&);
+                                    float*, const PerLinear<float*>&, ThreadPool&,
+                                    BlockBackwardScratch<float>*);
 template void block_backward<double>(const BlockTensors<double>&, const PerLinear<const double*>&,
                                      const BlockActivations<double>&, const uint8_t*, const double*,
-                                     double*, const PerLinear<double*>&, ThreadPool&);
+                                     double*, const PerLinear<double*>&, ThreadPool&,
+                                     BlockBackwardScratch<double>*);
 
 }  // namespace qs::quant

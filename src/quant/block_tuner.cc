@@ -165,6 +165,7 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
   std::vector<uint8_t> mask, lmask;
   const uint8_t* loss_mask = calib.loss_mask != nullptr ? calib.loss_mask : calib.mask;
   BlockActivations<float> act;
+  BlockBackwardScratch<float> grads;
   PerLinear<std::vector<float>> gv, ga, gb;
   for (int it = 0; it < opt.iters; ++it) {
     for (int i = 0; i < kNumLinears; ++i) {
@@ -194,7 +195,7 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
       dy.resize(n * row);
       block_forward<float>(b, wptr, x.data(), n, seqlen, m, &act, y.data(), pool);
       sum += squared_error(y.data(), t.data(), lm, n * seqlen, hidden, scale, dy.data());
-      block_backward<float>(b, wptr, act, m, dy.data(), nullptr, dwptr, pool);
+      block_backward<float>(b, wptr, act, m, dy.data(), nullptr, dwptr, pool, &grads);
     }
     const double loss = elements > 0 ? sum / static_cast<double>(elements) : 0.0;
     if (!std::isfinite(loss)) {

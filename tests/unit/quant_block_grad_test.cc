@@ -176,6 +176,22 @@ TEST_P(QuantBlockGrad, InputAndQuantParamsMatchFiniteDifferences) {
   expect_close("float y", yf, y);
   expect_close("float dx", dxf, dx);
   for (int i = 0; i < kNumLinears; ++i) expect_close(linear_name(i), dwf[i], dw[i]);
+
+  // The tuner's call: no dx (the q/k/v input gradients are skipped) and one scratch reused
+  // across iterations (stale contents must not leak in): the same dW, exactly.
+  BlockBackwardScratch<float> scratch;
+  for (int round = 0; round < 2; ++round) {
+    PerLinear<std::vector<float>> dwt;
+    PerLinear<float*> dwtptr;
+    for (int i = 0; i < kNumLinears; ++i) {
+      dwt[i].assign(wq[i].size(), 0.0f);
+      dwtptr[i] = dwt[i].data();
+    }
+    block_backward<float>(bf, wfptr, actf, mask.data(), rf.data(), nullptr, dwtptr, pool, &scratch);
+    for (int i = 0; i < kNumLinears; ++i) {
+      ASSERT_EQ(dwt[i], dwf[i]) << linear_name(i) << " round " << round;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
