@@ -55,6 +55,18 @@ void softmax(float* x, int64_t n) {
   }
 }
 
+float exp_sub(const float* x, int64_t n, float shift, float* out) {
+  switch (kernels::active_isa()) {
+    case Isa::kAvx512:
+      return kernels::cpu::exp_sub_avx512(x, n, shift, out);
+    case Isa::kAvx2:
+      return kernels::cpu::exp_sub_avx2(x, n, shift, out);
+    case Isa::kRef:
+      return kernels::ref::exp_sub(x, n, shift, out);
+  }
+  return 0.0f;
+}
+
 void add_inplace(float* y, const float* x, int64_t n) {
   switch (kernels::active_isa()) {
     case Isa::kAvx512:

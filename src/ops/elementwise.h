@@ -22,6 +22,11 @@ void rope_rotate_half(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_
 // In-place numerically stable softmax over n values.
 void softmax(float* x, int64_t n);
 
+// out[i] = exp(x[i] - shift) (when out is not null; it may alias x), returning the sum of
+// those values: the two passes of a softmax whose maximum or log-sum-exp the caller keeps
+// (the quantizer's attention, whose backward recomputes the probabilities from it).
+float exp_sub(const float* x, int64_t n, float shift, float* out);
+
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
 

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/tensor.h"
+#include "ops/elementwise.h"
 #include "ops/gemm.h"
 #include "ops/linear.h"
 
@@ -183,6 +184,23 @@ void transpose_head(const T* x, int64_t ld, int64_t seqlen, int64_t head_dim, T*
     for (int64_t d = 0; d < head_dim; ++d) out[d * seqlen + t] = x[t * ld + d];
 }
 
+// exp(row[j] - shift) over n scores (-inf ones give 0; at most 2^-126 on AVX2), written back when
+// `write`; returns their sum. f32 takes the vector exp of ops (a few ulp of std::exp; the forward
+// and the backward both call it, so they still see the same P); f64, the oracle of the gradient
+// tests, stays with std::exp.
+float exp_row(float* row, int64_t n, float shift, bool write) {
+  return ops::exp_sub(row, n, shift, write ? row : nullptr);
+}
+double exp_row(double* row, int64_t n, double shift, bool write) {
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const double e = std::exp(row[j] - shift);
+    if (write) row[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+
 // Rows [i0, i1) of P = softmax(scale * Q_h K^T) over keys [0, i1), into p ([i1 - i0, seqlen],
 // row stride seqlen). The forward computes each row's log-sum-exp into lse_out; the backward
 // passes it back as lse_in, so both passes see the same P. A row with no allowed key is zero.
@@ -192,14 +210,19 @@ void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* 
                    const T* lse_in) {
   const int64_t n = s.seqlen, cols = i1;
   matmul<T>({qh + i0 * q_ld, q_ld, 1, kt, n, p, n, i1 - i0, cols, s.head_dim, false}, nullptr);
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   for (int64_t i = i0; i < i1; ++i) {
     T* row = p + (i - i0) * n;
-    T mx = -std::numeric_limits<T>::infinity();
+    T mx = kNegInf;
     for (int64_t j = 0; j < cols; ++j) {
-      row[j] *= static_cast<T>(s.scale);
-      if (allowed(s, mask_row, i, j)) mx = std::max(mx, row[j]);
+      if (allowed(s, mask_row, i, j)) {
+        row[j] *= static_cast<T>(s.scale);
+        mx = std::max(mx, row[j]);
+      } else {
+        row[j] = kNegInf;  // exp gives 0 below
+      }
     }
-    if (mx == -std::numeric_limits<T>::infinity()) {  // no key: output zeros
+    if (mx == kNegInf) {  // no key: output zeros
       std::fill_n(row, cols, T(0));
       if (lse_out != nullptr) lse_out[i] = 0;
       continue;
@@ -208,15 +231,11 @@ void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* 
     if (lse_in != nullptr) {
       l = lse_in[i];
     } else {
-      T sum = 0;
-      for (int64_t j = 0; j < cols; ++j)
-        if (allowed(s, mask_row, i, j)) sum += std::exp(row[j] - mx);
       // sum >= 1 (the maximum contributes exp(0)); the max() only tells static analysers so.
-      l = mx + std::log(std::max(sum, T(1)));
+      l = mx + std::log(std::max(exp_row(row, cols, mx, false), T(1)));
       lse_out[i] = l;
     }
-    for (int64_t j = 0; j < cols; ++j)
-      row[j] = allowed(s, mask_row, i, j) ? std::exp(row[j] - l) : 0;
+    exp_row(row, cols, l, true);
   }
 }
 

@@ -27,15 +27,16 @@ struct ElementwiseKernels {
   decltype(&kernels::ref::rope_rotate_half) rope_rotate_half;
   decltype(&kernels::ref::softmax) softmax;
   decltype(&kernels::ref::add_inplace) add_inplace;
+  decltype(&kernels::ref::exp_sub) exp_sub;
 };
 
 const ElementwiseKernels kVariants[] = {
     {Isa::kAvx2, kernels::cpu::rms_norm_avx2, kernels::cpu::silu_mul_avx2,
      kernels::cpu::rope_rotate_half_avx2, kernels::cpu::softmax_avx2,
-     kernels::cpu::add_inplace_avx2},
+     kernels::cpu::add_inplace_avx2, kernels::cpu::exp_sub_avx2},
     {Isa::kAvx512, kernels::cpu::rms_norm_avx512, kernels::cpu::silu_mul_avx512,
      kernels::cpu::rope_rotate_half_avx512, kernels::cpu::softmax_avx512,
-     kernels::cpu::add_inplace_avx512},
+     kernels::cpu::add_inplace_avx512, kernels::cpu::exp_sub_avx512},
 };
 
 // Lengths below, at and around the 8- and 16-lane widths, and model sizes.
@@ -123,6 +124,28 @@ TEST_P(ElementwiseTest, Softmax) {
     if (n > 4) {
       EXPECT_LE(got[2], 1e-37f);
     }
+  }
+}
+
+// exp(x - shift) within the polynomial's few ulp of std::exp, masked scores (-inf) 0 (AVX-512's
+// vscalefps) or at most 2^-126 (AVX2's built exponent, as in softmax), the sum within f32
+// lane-summation error, and the same values whether written or only summed.
+TEST_P(ElementwiseTest, ExpSub) {
+  for (int64_t n : kLengths) {
+    std::vector<float> x = random_vector(n, static_cast<uint32_t>(n) + 7, 5.0f);
+    if (n > 4) x[3] = -std::numeric_limits<float>::infinity();
+    const float shift = 4.0f;
+    std::vector<float> want(x.size()), got(x.size(), NAN);
+    const float want_sum = kernels::ref::exp_sub(x.data(), n, shift, want.data());
+    const float got_sum = GetParam().exp_sub(x.data(), n, shift, got.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-6 * std::fabs(want[i]) + 1e-37) << "n=" << n << " i=" << i;
+    }
+    if (n > 4) {
+      EXPECT_LE(got[3], 1e-37f);
+    }
+    EXPECT_NEAR(got_sum, want_sum, 1e-5 * want_sum) << "n=" << n;
+    EXPECT_EQ(GetParam().exp_sub(x.data(), n, shift, nullptr), got_sum) << "n=" << n;
   }
 }
 

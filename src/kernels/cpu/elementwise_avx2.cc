@@ -97,6 +97,24 @@ void rope_rotate_half_avx2(float* x, int64_t n_tokens, int64_t n_heads, int64_t 
   }
 }
 
+float exp_sub_avx2(const float* x, int64_t n, float shift, float* out) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256 sum = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    if (out != nullptr) _mm256_storeu_ps(out + i, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  float sum_s = reduce_add(sum);
+  for (; i < n; ++i) {
+    const float e = std::exp(x[i] - shift);
+    if (out != nullptr) out[i] = e;
+    sum_s += e;
+  }
+  return sum_s;
+}
+
 void softmax_avx2(float* x, int64_t n) {
   if (n <= 0) return;
   __m256 mx = _mm256_set1_ps(-INFINITY);

@@ -123,6 +123,18 @@ void softmax_avx512(float* x, int64_t n) {
   }
 }
 
+float exp_sub_avx512(const float* x, int64_t n, float shift, float* out) {
+  const __m512 s = _mm512_set1_ps(shift);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = first_lanes(n - i);
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), s));
+    if (out != nullptr) _mm512_mask_storeu_ps(out + i, mask, e);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(mask, e));
+  }
+  return reduce_add(sum);
+}
+
 void add_inplace_avx512(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 mask = first_lanes(n - i);

@@ -13,6 +13,7 @@ void silu_mul_avx512(const float* gate, const float* up, int64_t n, float* out);
 void rope_rotate_half_avx512(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                              const float* cos, const float* sin);
 void softmax_avx512(float* x, int64_t n);
+float exp_sub_avx512(const float* x, int64_t n, float shift, float* out);
 void add_inplace_avx512(float* y, const float* x, int64_t n);
 
 void rms_norm_avx2(const float* x, int64_t m, int64_t d, const float* weight, float eps, float* y);
@@ -20,6 +21,7 @@ void silu_mul_avx2(const float* gate, const float* up, int64_t n, float* out);
 void rope_rotate_half_avx2(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                            const float* cos, const float* sin);
 void softmax_avx2(float* x, int64_t n);
+float exp_sub_avx2(const float* x, int64_t n, float shift, float* out);
 void add_inplace_avx2(float* y, const float* x, int64_t n);
 
 }  // namespace qs::kernels::cpu

@@ -53,6 +53,16 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+float exp_sub(const float* x, int64_t n, float shift, float* out) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = std::exp(x[i] - shift);
+    if (out != nullptr) out[i] = e;
+    sum += e;
+  }
+  return sum;
+}
+
 void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
