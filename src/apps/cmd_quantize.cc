@@ -114,11 +114,13 @@ Status run(const Flags& flags) {
     const std::string iter =
         b.iters > 0 ? "  iter " + std::to_string(b.iter) + "/" + std::to_string(b.iters) : "";
     const std::string best_iter = b.iters > 0 ? " (iter " + std::to_string(b.best_iter) + ")" : "";
+    const std::string what =
+        b.layer.empty() ? "block " + std::to_string(b.index + 1) + "/" + std::to_string(b.total)
+                        : b.layer;
     std::fprintf(stderr,
-                 "%squantize: block %lld/%lld%s  initial loss %.6g  best loss %.6g%s  elapsed "
-                 "%.0f s  ETA %.0f s%s",
-                 tty ? "\r\033[K" : "", static_cast<long long>(b.index + 1),
-                 static_cast<long long>(b.total), iter.c_str(), b.initial_loss, b.best_loss,
+                 "%squantize: %s%s  initial loss %.6g  best loss %.6g%s  elapsed %.0f s  ETA "
+                 "%.0f s%s",
+                 tty ? "\r\033[K" : "", what.c_str(), iter.c_str(), b.initial_loss, b.best_loss,
                  best_iter.c_str(), b.elapsed, b.eta, b.done ? "\n" : "");
   };
   QS_ASSIGN_OR_RETURN(quant::QuantizeSummary summary,

@@ -83,6 +83,10 @@ class Model {
   // (ids outside the vocabulary are errors), and read-only access to one layer's weights.
   Status embed(std::span<const int32_t> ids, float* out) const;
   const DecoderLayerWeights& layer(int64_t index) const { return layers_.at(index); }
+  // The final norm's weight [hidden] and lm_head (the embedding itself when tied): the inputs
+  // and the weight of the quantizer's layer outside the blocks.
+  std::span<const float> final_norm() const { return final_norm_; }
+  const ops::LinearWeight& lm_head() const { return lm_head_; }
 
   // Per-layer k/v scales for an fp8 KV cache, from the checkpoint where it has them, else 1.0
   // (models/kv_scales.h).

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "quant/fake_quant.h"
+#include "quant/tune_common.h"
 
 namespace qs::quant {
 namespace {
@@ -49,75 +50,6 @@ Status check_schemes(const BlockTensors<float>& b, const PerLinear<formats::Quan
   return ok_status();
 }
 
-// The tool's IndexSampler: a seeded shuffle consumed batch by batch, reshuffled when fewer than
-// a batch remain (so every batch holds distinct samples). Fisher-Yates on mt19937_64: not
-// torch's generator, so the order differs from the tool's, but it is fixed for a seed.
-class IndexSampler {
- public:
-  IndexSampler(int64_t n, int64_t batch, uint64_t seed) : order_(n), batch_(batch), rng_(seed) {
-    shuffle();
-  }
-  std::vector<int64_t> next() {
-    if (pos_ + batch_ > static_cast<int64_t>(order_.size())) shuffle();
-    std::vector<int64_t> out(order_.begin() + pos_, order_.begin() + pos_ + batch_);
-    pos_ += batch_;
-    return out;
-  }
-
- private:
-  void shuffle() {
-    std::iota(order_.begin(), order_.end(), 0);
-    for (int64_t i = static_cast<int64_t>(order_.size()) - 1; i > 0; --i) {
-      const int64_t j = static_cast<int64_t>(rng_() % static_cast<uint64_t>(i + 1));
-      std::swap(order_[i], order_[j]);
-    }
-    pos_ = 0;
-  }
-  std::vector<int64_t> order_;
-  int64_t batch_;
-  int64_t pos_ = 0;
-  std::mt19937_64 rng_;
-};
-
-// Copies the rows of `samples` out of a [n_samples, row] array.
-template <class T>
-void gather(const T* src, int64_t row, const std::vector<int64_t>& samples, std::vector<T>* dst) {
-  dst->resize(samples.size() * row);
-  for (size_t s = 0; s < samples.size(); ++s)
-    std::copy_n(src + samples[s] * row, row, dst->data() + s * row);
-}
-
-int64_t real_tokens(const uint8_t* mask, int64_t n) {
-  if (mask == nullptr) return n;
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) count += mask[i] != 0;
-  return count;
-}
-
-// Sum over real tokens of the squared error; with dy != nullptr also dy = scale * 2 (y - t)
-// on real tokens, 0 on padding.
-double squared_error(const float* y, const float* t, const uint8_t* mask, int64_t tokens,
-                     int64_t hidden, float scale, float* dy) {
-  double sum = 0;
-  for (int64_t i = 0; i < tokens; ++i) {
-    const bool real = mask == nullptr || mask[i] != 0;
-    for (int64_t j = 0; j < hidden; ++j) {
-      const float e = y[i * hidden + j] - t[i * hidden + j];
-      if (real) sum += static_cast<double>(e) * e;
-      if (dy != nullptr) dy[i * hidden + j] = real ? scale * 2.0f * e : 0.0f;
-    }
-  }
-  return sum;
-}
-
-float sign(float g) {
-  return g > 0 ? 1.0f : (g < 0 ? -1.0f : 0.0f);  // torch.sign: 0 stays 0
-}
-
-struct Snapshot {
-  std::vector<float> v, alpha, beta;
-};
-
 }  // namespace
 
 Result<TuneResult> tune_block(const BlockTensors<float>& b,
@@ -140,7 +72,7 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
   PerLinear<std::vector<float>> wq, dw;
   PerLinear<const float*> wptr;
   PerLinear<float*> dwptr{};
-  PerLinear<double> lr{}, minmax_lr{};
+  PerLinear<SignSgdRates> rates{};
   for (int i = 0; i < kNumLinears; ++i) {
     wptr[i] = b.w[i].data();
     if (!schemes[i].quantized()) continue;
@@ -150,23 +82,19 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
     dw[i].resize(b.w[i].size());
     wptr[i] = wq[i].data();
     dwptr[i] = dw[i].data();
-    // §1.4 item 6: lr = 1/iters, 2/iters for long low-bit runs; minmax_lr defaults to lr.
-    const double auto_lr =
-        (opt.iters >= 1000 && schemes[i].bits <= 3 ? 2.0 : 1.0) / std::max(opt.iters, 1);
-    lr[i] = opt.lr > 0 ? opt.lr : auto_lr;
-    minmax_lr[i] = opt.minmax_lr > 0 ? opt.minmax_lr : lr[i];
+    rates[i] = signsgd_rates(opt.iters, schemes[i].bits, opt.lr, opt.minmax_lr);
   }
 
   TuneResult result;
   result.best_loss = std::numeric_limits<double>::infinity();
-  PerLinear<Snapshot> best;
+  PerLinear<TuneSnapshot> best;
   IndexSampler sampler(calib.n_samples, batch, opt.seed);
   std::vector<float> x, t, y, dy;
   std::vector<uint8_t> mask, lmask;
   const uint8_t* loss_mask = calib.loss_mask != nullptr ? calib.loss_mask : calib.mask;
   BlockActivations<float> act;
   BlockBackwardScratch<float> grads;
-  PerLinear<std::vector<float>> gv, ga, gb;
+  SignSgdScratch sgd;
   for (int it = 0; it < opt.iters; ++it) {
     for (int i = 0; i < kNumLinears; ++i) {
       if (!schemes[i].quantized()) continue;
@@ -214,20 +142,7 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
     const double decay = 1.0 - static_cast<double>(it) / opt.iters;  // LinearLR 1 -> 0
     for (int i = 0; i < kNumLinears; ++i) {
       if (!schemes[i].quantized()) continue;
-      FakeQuantLinear<float>& l = fq[i];
-      gv[i].resize(l.v.size());
-      ga[i].resize(l.alpha.size());
-      gb[i].resize(l.beta.size());
-      qdq_backward<float>(l, cache[i], dw[i].data(), gv[i].data(), ga[i].data(), gb[i].data());
-      const float step = static_cast<float>(lr[i] * decay);
-      for (size_t e = 0; e < l.v.size(); ++e)
-        l.v[e] = std::clamp(l.v[e] - step * sign(gv[i][e]), -0.5f, 0.5f);
-      if (!opt.enable_minmax_tuning) continue;
-      const float mstep = static_cast<float>(minmax_lr[i] * decay);
-      for (size_t g = 0; g < l.alpha.size(); ++g) {
-        l.alpha[g] = std::clamp(l.alpha[g] - mstep * sign(ga[i][g]), 0.5f, 1.0f);
-        l.beta[g] = std::clamp(l.beta[g] - mstep * sign(gb[i][g]), 0.5f, 1.0f);
-      }
+      signsgd_step(fq[i], cache[i], dw[i].data(), rates[i], decay, opt.enable_minmax_tuning, &sgd);
     }
   }
 

@@ -156,9 +156,9 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
   for (const models::TensorSpec& t : models::expected_tensors(mc)) {
     QS_RETURN_IF_ERROR(ckpt.get(t.name, t.shape).status());
   }
-  // The tuned modes run the whole model block by block before anything is written; their
-  // block linears then replace RTN in the streaming export below (lm_head, when quantized, is
-  // outside every block and stays RTN).
+  // The tuned modes run the whole model block by block before anything is written (then
+  // lm_head, when quantized, on the last block's outputs); their results then replace RTN in
+  // the streaming export below.
   TunedModel tuned;
   if (tuned_mode) {
     QS_ASSIGN_OR_RETURN(tuned, tune_model(o, plan, cancelled, tune_progress));
@@ -226,9 +226,9 @@ std::string format_summary(const QuantizeSummary& s) {
     for (const BlockReport& b : s.blocks) {
       // OPT-RTN has no iterations: "-" in the best-iteration column.
       const std::string best_iter = b.iters > 0 ? std::to_string(b.best_iter) : "-";
-      std::snprintf(buf, sizeof(buf), "| %lld | %.6g | %.6g | %s | %.1f s |\n",
-                    static_cast<long long>(b.index), b.initial_loss, b.best_loss, best_iter.c_str(),
-                    b.seconds);
+      const std::string name = b.layer.empty() ? std::to_string(b.index) : b.layer;
+      std::snprintf(buf, sizeof(buf), "| %s | %.6g | %.6g | %s | %.1f s |\n", name.c_str(),
+                    b.initial_loss, b.best_loss, best_iter.c_str(), b.seconds);
       out += buf;
     }
   }

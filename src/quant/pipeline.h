@@ -100,11 +100,12 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& options, const PlanTa
 // location (exists without --overwrite; the source itself).
 Status check_options(const QuantizeOptions& options);
 
-// One decoder block of a tuned run (AutoRound or OPT-RTN). Losses are the block
-// reconstruction MSE against the full-precision block's outputs: for AutoRound the tuner's
-// mini-batch losses (initial = RTN), for OPT-RTN block_loss over the whole calibration set
-// with RTN (initial) and with the searched scales (best).
+// One decoder block of a tuned run (AutoRound or OPT-RTN), or the quantized lm_head after them.
+// Losses are the reconstruction MSE against the full-precision block's outputs (for lm_head its
+// logits): for AutoRound the tuner's mini-batch losses (initial = RTN), for OPT-RTN the loss over
+// the whole calibration set with RTN (initial) and with the searched scales (best).
 struct BlockReport {
+  std::string layer;  // "" for decoder block `index`; "lm_head" for the layer after the blocks
   int64_t index = 0, total = 0;
   int iter = 0, iters = 0;  // during tuning: the iteration just run
   double initial_loss = 0;

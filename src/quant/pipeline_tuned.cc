@@ -11,8 +11,10 @@
 
 #include "formats/rtn.h"
 #include "models/model.h"
+#include "ops/elementwise.h"
 #include "quant/block_tuner.h"
 #include "quant/calibration.h"
+#include "quant/linear_tuner.h"
 #include "quant/opt_rtn.h"
 #include "quant/pipeline.h"
 
@@ -48,6 +50,77 @@ Result<PerLinear<std::optional<formats::QuantizedWeight>>> opt_rtn_block(
   QS_ASSIGN_OR_RETURN(report->initial_loss, block_loss(block, rtn_ptrs, calib, pool));
   QS_ASSIGN_OR_RETURN(report->best_loss, block_loss(block, out_ptrs, calib, pool));
   return out;
+}
+
+// lm_head under --quant_lm_head, after every block (§1.4 item 11): its inputs are the final norm
+// of each chain's last output, x_fp (the full-precision model's) and x_q (the quantized
+// model's), both normalised in place. AutoRound tunes it as one linear; OPT-RTN searches its
+// scales with the imatrix of x_q, as for the block linears.
+Result<BlockReport> quantize_head(const models::Model& model, const formats::QuantScheme& scheme,
+                                  float* x_fp, float* x_q, const uint8_t* loss_mask, int64_t n,
+                                  int64_t seqlen, const TuneOptions& t, ThreadPool& pool,
+                                  const BlockReportFn& tune_progress,
+                                  std::optional<formats::QuantizedWeight>* out) {
+  const auto start = std::chrono::steady_clock::now();
+  const models::ModelConfig& config = model.config();
+  const int64_t hidden = config.hidden_size, tokens = n * seqlen;
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  ops::rms_norm(x_fp, tokens, hidden, model.final_norm().data(), eps, x_fp);
+  ops::rms_norm(x_q, tokens, hidden, model.final_norm().data(), eps, x_q);
+  const ops::LinearWeight& head = model.lm_head();
+  if (head.quant != nullptr || head.dense.rank() != 2) {
+    return invalid_argument("lm_head: expected a dense 2-D weight in the source checkpoint");
+  }
+  const std::vector<float> w = head.dense.to_f32();
+  const int64_t vocab = head.rows(), k = head.cols();
+  const LinearCalibration calib{x_q, x_fp, loss_mask, n, seqlen};
+  BlockReport report;
+  report.layer = "lm_head";
+  report.index = report.total = config.n_layers;
+  report.iters = t.iters;
+  if (t.iters > 0) {
+    auto on_iter = [&](int iter, double loss) {
+      report.iter = iter;
+      if (iter == 0) report.initial_loss = report.best_loss = loss;
+      if (loss < report.best_loss) {
+        report.best_loss = loss;
+        report.best_iter = iter;
+      }
+      report.seconds = report.elapsed = seconds_since(start);
+      report.eta = report.seconds / (iter + 1) * (t.iters - iter - 1);
+      if (tune_progress) tune_progress(report);
+    };
+    QS_ASSIGN_OR_RETURN(LinearTuneResult r,
+                        tune_linear(w.data(), vocab, k, scheme, calib, t, pool, on_iter));
+    report.initial_loss = r.initial_loss;
+    report.best_loss = r.best_loss;
+    report.best_iter = r.best_iter;
+    *out = std::move(r.weight);
+  } else {
+    const formats::QuantizedWeight rtn =
+        formats::rtn_quantize(w.data(), vocab, k, scheme.bits, scheme.group_size, scheme.sym);
+    if (scheme.bits >= 8) {
+      *out = rtn;
+    } else {
+      std::vector<double> sum(k, 0.0);  // sum over tokens of x^2, / n_samples (§1.5)
+      for (int64_t i = 0; i < tokens; ++i) {
+        for (int64_t j = 0; j < k; ++j)
+          sum[j] += static_cast<double>(x_q[i * k + j]) * x_q[i * k + j];
+      }
+      std::vector<float> imatrix(k);
+      for (int64_t j = 0; j < k; ++j) imatrix[j] = static_cast<float>(sum[j] / n);
+      *out =
+          opt_rtn(w.data(), vocab, k, scheme.bits, scheme.group_size, scheme.sym, imatrix.data());
+    }
+    QS_ASSIGN_OR_RETURN(report.initial_loss, linear_loss(w.data(), vocab, k, &rtn, calib, pool));
+    QS_ASSIGN_OR_RETURN(report.best_loss, linear_loss(w.data(), vocab, k, &**out, calib, pool));
+  }
+  report.iter = t.iters;
+  report.done = true;
+  report.seconds = report.elapsed = seconds_since(start);
+  report.eta = 0;
+  if (tune_progress) tune_progress(report);
+  return report;
 }
 
 }  // namespace
@@ -106,6 +179,8 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
   t.seed = o.seed;
 
   const int64_t n_blocks = config.n_layers;
+  auto head_plan = by_module.find("lm_head");
+  const bool tune_head = head_plan != by_module.end() && head_plan->second->quantize;
   const auto tune_start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n_blocks; ++i) {
     if (cancelled && cancelled())
@@ -163,7 +238,7 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
     // buffer becomes the next targets' scratch.
     PerLinear<const formats::QuantizedWeight*> q_weights{};
     for (int j = 0; j < kNumLinears; ++j) q_weights[j] = tuned[j] ? &*tuned[j] : nullptr;
-    if (i + 1 < n_blocks) {
+    if (i + 1 < n_blocks || tune_head) {
       QS_RETURN_IF_ERROR(block_output(block, q_weights, calib, x_fp.data(), pool));
       std::swap(x_q, x_fp);      // x_q = Block_q(X_q)
       std::swap(x_fp, targets);  // x_fp = Y_fp; targets = scratch
@@ -175,6 +250,19 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
     report.done = true;
     fill_times(1.0);
     if (tune_progress) tune_progress(report);
+    result.blocks.push_back(report);
+  }
+  if (tune_head) {
+    if (cancelled && cancelled())
+      return io_error("interrupted; " + o.output_dir + " left as it was");
+    // After the last block's swap x_q holds the quantized model's last output, x_fp the
+    // full-precision one.
+    std::optional<formats::QuantizedWeight> head;
+    QS_ASSIGN_OR_RETURN(
+        BlockReport report,
+        quantize_head(*model, plan.parsed.scheme_for("lm_head"), x_fp.data(), x_q.data(),
+                      loss_mask.data(), n, seqlen, t, pool, tune_progress, &head));
+    result.weights.emplace("lm_head", std::move(*head));
     result.blocks.push_back(report);
   }
   return result;
