@@ -35,11 +35,14 @@ import copy
 import json
 import logging
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import sentencepiece as spm
 import torch
 import transformers
+from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, models
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
@@ -65,6 +68,10 @@ CASES = {
                                   seqlen=128, iters=200),
     "w4g32_sym_sampled": dict(bits=4, group_size=32, sym=True, nsamples=16, batch_size=8,
                               seqlen=128, iters=200),
+    # stories260K with its tied head written out as lm_head.weight (tie_word_embeddings false,
+    # same values; the tool refuses a tied head): lm_head is tuned after the blocks.
+    "w4g32_sym_lm_head": dict(bits=4, group_size=32, sym=True, nsamples=8, batch_size=8,
+                              seqlen=128, iters=200, quant_lm_head=True),
 }
 
 
@@ -118,8 +125,24 @@ class LossLog(logging.Handler):
             self.blocks.append((float(m.group(1)), int(m.group(2)), float(m.group(3))))
 
 
-def load_fp():
-    return AutoModelForCausalLM.from_pretrained(MODEL, dtype=torch.float32,
+def untied_model(out):
+    """models/stories260K with its head as a tensor of its own (tests/common/untied_model.h
+    does the same for quantserve)."""
+    out.mkdir(parents=True, exist_ok=True)
+    tensors = load_file(MODEL / "model.safetensors")
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].clone()
+    save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((MODEL / "config.json").read_text())
+    config["tie_word_embeddings"] = False
+    (out / "config.json").write_text(json.dumps(config))
+    for f in MODEL.iterdir():
+        if f.name not in ("model.safetensors", "config.json") and f.is_file():
+            shutil.copy(f, out / f.name)
+    return out
+
+
+def load_fp(path=MODEL):
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
                                                 attn_implementation="eager").eval()
 
 
@@ -144,24 +167,34 @@ def kl_mean(ref_logits, logits):
 
 def run_case(name, spec, sp, tokens, fp_logits, out_root):
     samples = calibration_samples(sp, spec["nsamples"], spec["seqlen"])
-    model = load_fp()
+    head = spec.get("quant_lm_head", False)
+    tmp = Path(tempfile.mkdtemp())
+    model = load_fp(untied_model(tmp / "untied") if head else MODEL)
     handler = LossLog()
     logging.getLogger("autoround").addHandler(handler)
     ar = AutoRound(model, no_pad_tokenizer(), bits=spec["bits"], group_size=spec["group_size"],
                    sym=spec["sym"], dataset=[torch.tensor([s]) for s in samples],
                    iters=spec["iters"], nsamples=spec["nsamples"], seqlen=spec["seqlen"],
                    batch_size=spec["batch_size"], amp=False, device_map="cpu",
-                   enable_torch_compile=False, seed=SEED)
+                   enable_torch_compile=False, seed=SEED, quant_lm_head=head)
     qmodel, _ = ar.quantize()
     logging.getLogger("autoround").removeHandler(handler)
+    shutil.rmtree(tmp)
     n_blocks = model.config.num_hidden_layers
-    assert len(handler.blocks) == n_blocks, handler.blocks
+    assert len(handler.blocks) == n_blocks + head, handler.blocks
     qmodel = qmodel.float().eval()
     kl = kl_mean(fp_logits, window_logits(qmodel, tokens))
     scale = spec["batch_size"] * spec["seqlen"]
     blocks = [{"initial_raw": a, "best_raw": b, "best_iter": k,
                "initial_mse": a * scale, "best_mse": b * scale}
-              for a, k, b in handler.blocks]
+              for a, k, b in handler.blocks[:n_blocks]]
+    # lm_head: the tool sums the squared error of each sample's masked logits and divides by
+    # the count of valid tokens (quantize_layer_outside_block), so the MSE per logit over the
+    # loss positions is raw / vocab.
+    vocab = model.config.vocab_size
+    for a, k, b in handler.blocks[n_blocks:]:
+        blocks.append({"layer": "lm_head", "initial_raw": a, "best_raw": b, "best_iter": k,
+                       "initial_mse": a / vocab, "best_mse": b / vocab})
     out = out_root / name
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "calibration.jsonl", "w") as f:
@@ -169,7 +202,8 @@ def run_case(name, spec, sp, tokens, fp_logits, out_root):
             f.write(json.dumps({"input_ids": s}) + "\n")
     ref = {"tool": {"auto_round": auto_round.__version__, "torch": torch.__version__,
                     "transformers": transformers.__version__},
-           "model": "models/stories260K", "settings": dict(spec, seed=SEED, amp=False),
+           "model": "models/stories260K" + (" with its head untied" if head else ""),
+           "settings": dict(spec, seed=SEED, amp=False),
            "blocks": blocks, "kl_mean": kl}
     (out / "reference.json").write_text(json.dumps(ref, indent=1) + "\n")
     print(name, json.dumps(blocks), "kl", kl)

@@ -1,7 +1,8 @@
 // golden: quantserve's AutoRound against the `auto-round` pip package (0.16.1) on the same
 // model (models/stories260K), the same calibration samples (token ids in the fixture, read as a
 // pre-tokenized --dataset) and the same settings: per block the RTN (iteration 0) loss, the
-// best loss, and the fake-quantized model's KL to the fp model on the same evaluation tokens.
+// best loss, and the fake-quantized model's KL to the fp model on the same evaluation tokens;
+// with --quant_lm_head (stories260K with its head untied) the same for lm_head after the blocks.
 // The fixture is scripts/golden/gen_autoround_golden.py's; no torch is needed here.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "../common/cli.h"
 #include "../common/fake_quant_model.h"
 #include "../common/golden_fixtures.h"
+#include "../common/untied_model.h"
 #include "core/thread_pool.h"
 #include "eval/perplexity.h"
 #include "models/model.h"
@@ -44,7 +46,13 @@ const std::string kStories = std::string(QS_SOURCE_DIR) + "/models/stories260K";
 //   samples per step the batch order (the tool's random.shuffle vs our mt19937) differs
 //   too, and each reported loss is a different mini-batch's.
 // - KL: all of the above through 5 blocks (measured 11-12%, ours the lower at W4 and W2).
+// - lm_head (the --quant_lm_head case): its loss is over 512 logits per position and holds
+//   the error of all five tuned blocks passed through the final norm and the head, so it
+//   compounds their differences (measured 11.0% on the RTN loss, 8.9% on the best). The tool
+//   is not closer to itself: its blocks in this case and in w4g32_sym_full_batch see the same
+//   inputs and settings and their best losses differ by up to 9.8% (block 1).
 constexpr double kRtnRelBlock0 = 1e-3;
+constexpr double kRelHead = 0.15;
 constexpr double kRtnRelLater = 0.10;
 constexpr double kBestRelFull = 0.10;
 constexpr double kBestRelSampled = 0.20;
@@ -72,8 +80,16 @@ TEST_P(AutoRoundTool, SameLossesAndKl) {
   const json& s = ref["settings"];
   const bool full_batch = s["nsamples"] == s["batch_size"];
 
+  // The lm_head case runs on stories260K with its head untied, as the generator does.
+  const bool head = s.value("quant_lm_head", false);
+  std::string model_dir = kStories;
+  if (head) {
+    model_dir = dir_ + "/untied";
+    testing::write_untied(kStories, model_dir);
+  }
   quant::QuantizeOptions o;
-  o.model_dir = kStories;
+  o.model_dir = model_dir;
+  o.quant_lm_head = head;
   o.output_dir = dir_ + "/unused";
   o.dataset = (fixture / "calibration.jsonl").string();
   o.spec.bits = s["bits"];
@@ -85,25 +101,32 @@ TEST_P(AutoRoundTool, SameLossesAndKl) {
   o.batch_size = s["batch_size"];
   o.seed = s["seed"];
   o.threads = 2;
-  auto config = models::load_model_config(kStories);
+  auto config = models::load_model_config(model_dir);
   ASSERT_TRUE(config.ok()) << config.status().to_string();
   auto plan = quant::plan_quantization(o, *config);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto tuned = quant::tune_model(o, *plan, nullptr, nullptr);
   ASSERT_TRUE(tuned.ok()) << tuned.status().to_string();
-  EXPECT_EQ(tuned->weights.size(), 20u);  // 5 blocks x q, k, v, o; the MLP stays 16-bit
+  // 5 blocks x q, k, v, o (the MLP stays 16-bit), and lm_head when asked.
+  EXPECT_EQ(tuned->weights.size(), head ? 21u : 20u);
   EXPECT_NE(tuned->calibration.find("pre-tokenized"), std::string::npos) << tuned->calibration;
 
   const json& blocks = ref["blocks"];
   ASSERT_EQ(tuned->blocks.size(), blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
     const quant::BlockReport& b = tuned->blocks[i];
+    EXPECT_EQ(b.layer, blocks[i].value("layer", "")) << "entry " << i;
     const double tool_rtn = blocks[i]["initial_mse"], tool_best = blocks[i]["best_mse"];
     std::printf(
-        "block %zu: RTN loss ours %.6e tool %.6e; best ours %.6e (iter %d) tool %.6e "
+        "%s %zu: RTN loss ours %.6e tool %.6e; best ours %.6e (iter %d) tool %.6e "
         "(iter %d)\n",
-        i, b.initial_loss, tool_rtn, b.best_loss, b.best_iter, tool_best,
-        blocks[i]["best_iter"].get<int>());
+        b.layer.empty() ? "block" : b.layer.c_str(), i, b.initial_loss, tool_rtn, b.best_loss,
+        b.best_iter, tool_best, blocks[i]["best_iter"].get<int>());
+    if (!b.layer.empty()) {
+      EXPECT_LT(rel(b.initial_loss, tool_rtn), kRelHead) << b.layer;
+      EXPECT_LT(rel(b.best_loss, tool_best), kRelHead) << b.layer;
+      continue;
+    }
     if (full_batch) {
       EXPECT_LT(rel(b.initial_loss, tool_rtn), i == 0 ? kRtnRelBlock0 : kRtnRelLater)
           << "block " << i;
@@ -114,7 +137,7 @@ TEST_P(AutoRoundTool, SameLossesAndKl) {
 
   // KL of the fake-quant model (the tool measures its in-memory fake-quant model) on the
   // fixture's tokens, windows from an empty cache, as the generator computes it.
-  testing::write_fake_quant(kStories, *tuned, dir_ + "/fake");
+  testing::write_fake_quant(model_dir, *tuned, dir_ + "/fake");
   const json ev = json::parse(testing::slurp((kRoot / "eval_tokens.json").string()));
   auto fp = models::Model::load(kStories);
   auto fq = models::Model::load(dir_ + "/fake");
@@ -132,7 +155,7 @@ TEST_P(AutoRoundTool, SameLossesAndKl) {
 INSTANTIATE_TEST_SUITE_P(Cases, AutoRoundTool, ::testing::ValuesIn(testing::fixture_names(kRoot)));
 
 TEST(AutoRoundToolFixtures, Present) {
-  EXPECT_GE(testing::fixture_names(kRoot).size(), 3u);
+  EXPECT_GE(testing::fixture_names(kRoot).size(), 4u);
 }
 
 }  // namespace

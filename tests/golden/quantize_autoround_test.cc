@@ -16,6 +16,7 @@
 
 #include "../common/cli.h"
 #include "../common/fake_quant_model.h"
+#include "../common/untied_model.h"
 #include "eval/eval_run.h"
 #include "formats/layouts.h"
 #include "formats/rtn.h"
@@ -256,18 +257,7 @@ TEST(QuantLmHead, TunedHeadOfATrainedModelBeatsRtnHead) {
   std::string tmpl = (fs::temp_directory_path() / "qs_head_XXXXXX").string();
   ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
   const std::string dir = tmpl, src = dir + "/untied";
-  fs::create_directories(src);
-  io::Checkpoint stories = io::Checkpoint::open(kStories).value();
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const std::string& name : stories.names()) tensors.emplace_back(name, *stories.get(name));
-  tensors.emplace_back("lm_head.weight", *stories.get("model.embed_tokens.weight"));
-  ASSERT_TRUE(io::write_safetensors(src + "/model.safetensors", tensors, {{"format", "pt"}}).ok());
-  json config = json::parse(slurp(kStories + "/config.json"));
-  config["tie_word_embeddings"] = false;
-  std::ofstream(src + "/config.json") << config.dump();
-  for (const char* f : {"tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"}) {
-    fs::copy_file(kStories + "/" + f, src + "/" + f);
-  }
+  testing::write_untied(kStories, src);
   quant::QuantizeOptions o;
   o.model_dir = src;
   o.output_dir = dir + "/ar";
