@@ -73,11 +73,11 @@ import json, os, sys
 out, schemes, methods, texts = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4:]
 names = {"rtn": "RTN", "opt": "OPT-RTN", "ar": "AutoRound"}
 short = {"wiki.test.raw.406": "WikiText-2", "tinystories-valid.txt.1000": "TinyStories"}
-first = json.load(open(f"{out}/{schemes[0]}-{methods[0]}.{os.path.basename(texts[0])}.json"))
-refs = ", ".join(
-    f"{short[os.path.basename(t)]} {json.load(open(f'{out}/{schemes[0]}-{methods[0]}.{os.path.basename(t)}.json'))['reference_ppl']:.3f}"
-    for t in texts)
-print(f"16-bit reference ppl: {refs}; {first['scored_tokens']} scored tokens per text\n")
+refs = []
+for t in texts:
+    j = json.load(open(f"{out}/{schemes[0]}-{methods[0]}.{os.path.basename(t)}.json"))
+    refs.append(f"{short[os.path.basename(t)]} {j['reference_ppl']:.3f} ({j['scored_tokens']} scored tokens)")
+print("16-bit reference ppl: " + ", ".join(refs) + "\n")
 cols = []
 for t in texts:
     s = short[os.path.basename(t)]
