@@ -89,12 +89,7 @@ Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b
   // q/k/v read the first norm's output, o the attention output, gate/up the second norm's
   // output, down the SwiGLU product.
   auto add = [&](int i, const std::vector<float>& x, const uint8_t* mask, int64_t tokens) {
-    const int64_t d = b.in_features(i);
-    for (int64_t t = 0; t < tokens; ++t) {
-      if (mask != nullptr && mask[t] == 0) continue;
-      for (int64_t j = 0; j < d; ++j)
-        sums[i][j] += static_cast<double>(x[t * d + j]) * x[t * d + j];
-    }
+    add_squares(x.data(), tokens, b.in_features(i), mask, sums[i].data());
   };
   constexpr int64_t kChunk = 8;  // samples per forward, bounding the saved activations
   const int64_t row = calib.seqlen * b.hidden;
@@ -112,11 +107,21 @@ Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b
     add(kDownProj, act.act, mask, tokens);
   }
   PerLinear<std::vector<float>> out;
-  for (int i = 0; i < kNumLinears; ++i) {
-    out[i].resize(sums[i].size());
-    for (size_t j = 0; j < sums[i].size(); ++j)
-      out[i][j] = static_cast<float>(sums[i][j] / static_cast<double>(calib.n_samples));
+  for (int i = 0; i < kNumLinears; ++i) out[i] = imatrix_of(sums[i], calib.n_samples);
+  return out;
+}
+
+void add_squares(const float* x, int64_t tokens, int64_t d, const uint8_t* mask, double* sums) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (mask != nullptr && mask[t] == 0) continue;
+    for (int64_t j = 0; j < d; ++j) sums[j] += static_cast<double>(x[t * d + j]) * x[t * d + j];
   }
+}
+
+std::vector<float> imatrix_of(const std::vector<double>& sums, int64_t n_samples) {
+  std::vector<float> out(sums.size());
+  for (size_t j = 0; j < sums.size(); ++j)
+    out[j] = static_cast<float>(sums[j] / static_cast<double>(n_samples));
   return out;
 }
 

@@ -25,6 +25,12 @@ namespace qs::quant {
 formats::QuantizedWeight opt_rtn(const float* w, int64_t n, int64_t k, int bits, int64_t group_size,
                                  bool sym, const float* imatrix);
 
+// The imatrix's accumulation (§1.5): adds, per input channel, the sum over the real tokens
+// (mask[t] != 0; nullptr = all) of x[tokens, d] squared into sums[d]. imatrix_of divides the
+// sums by the sample count.
+void add_squares(const float* x, int64_t tokens, int64_t d, const uint8_t* mask, double* sums);
+std::vector<float> imatrix_of(const std::vector<double>& sums, int64_t n_samples);
+
 // The imatrix of each of the block's linears (§1.5): per input channel, the sum over the real
 // tokens (calib.mask) of the linear's input squared, divided by n_samples. Runs the block with
 // its full-precision weights on calib.inputs (targets unused). [in_features] per linear.

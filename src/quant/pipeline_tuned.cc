@@ -102,13 +102,9 @@ Result<BlockReport> quantize_head(const models::Model& model, const formats::Qua
     if (scheme.bits >= 8) {
       *out = rtn;
     } else {
-      std::vector<double> sum(k, 0.0);  // sum over tokens of x^2, / n_samples (§1.5)
-      for (int64_t i = 0; i < tokens; ++i) {
-        for (int64_t j = 0; j < k; ++j)
-          sum[j] += static_cast<double>(x_q[i * k + j]) * x_q[i * k + j];
-      }
-      std::vector<float> imatrix(k);
-      for (int64_t j = 0; j < k; ++j) imatrix[j] = static_cast<float>(sum[j] / n);
+      std::vector<double> sums(k, 0.0);
+      add_squares(x_q, tokens, k, nullptr, sums.data());
+      const std::vector<float> imatrix = imatrix_of(sums, n);
       *out =
           opt_rtn(w.data(), vocab, k, scheme.bits, scheme.group_size, scheme.sym, imatrix.data());
     }
