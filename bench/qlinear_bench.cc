@@ -41,7 +41,7 @@ constexpr Shape kQwen05B[] = {
     {"qwen0.5b_down", 896, 4864},
 };
 
-enum class Format { kBf16, kInt4G128, kInt8Channel, kFp8Channel, kFp8Block };
+enum class Format { kBf16, kInt4G128, kInt4G32, kInt8Channel, kFp8Channel, kFp8Block };
 
 const char* format_name(Format f) {
   switch (f) {
@@ -49,6 +49,8 @@ const char* format_name(Format f) {
       return "bf16";
     case Format::kInt4G128:
       return "int4_g128_sym";
+    case Format::kInt4G32:
+      return "int4_g32_sym";
     case Format::kInt8Channel:
       return "int8_per_channel_sym";
     case Format::kFp8Channel:
@@ -95,8 +97,10 @@ ops::LinearWeight make_weight(Format f, const Shape& shape, uint32_t seed) {
     if (!made.ok()) return {};
     return ops::LinearWeight(*made);
   }
-  q.bits = f == Format::kInt4G128 ? 4 : 8;
-  q.group_size = f == Format::kInt4G128 ? 128 : shape.k;
+  const bool int4 = f == Format::kInt4G128 || f == Format::kInt4G32;
+  const int64_t group = f == Format::kInt4G128 ? 128 : 32;
+  q.bits = int4 ? 4 : 8;
+  q.group_size = int4 ? group : shape.k;
   q.codes.resize(static_cast<size_t>(q.n * q.k));
   for (uint8_t& c : q.codes) c = static_cast<uint8_t>(next(s) % (1u << q.bits));
   q.scales.resize(static_cast<size_t>(q.n * q.n_groups()));
@@ -105,7 +109,7 @@ ops::LinearWeight make_weight(Format f, const Shape& shape, uint32_t seed) {
   formats::QuantScheme scheme;
   scheme.layout = formats::Layout::kGptq;
   scheme.bits = q.bits;
-  scheme.group_size = f == Format::kInt4G128 ? 128 : -1;
+  scheme.group_size = int4 ? group : -1;
   auto made = ops::QuantMatrix::make(scheme, q);
   if (!made.ok()) return {};
   return ops::LinearWeight(*made);
@@ -174,8 +178,8 @@ void register_all() {
       for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{128},
                         int64_t{512}}) {
         for (const Shape& shape : kQwen05B) {
-          for (Format f : {Format::kInt4G128, Format::kInt8Channel, Format::kFp8Channel,
-                           Format::kFp8Block, Format::kBf16}) {
+          for (Format f : {Format::kInt4G128, Format::kInt4G32, Format::kInt8Channel,
+                           Format::kFp8Channel, Format::kFp8Block, Format::kBf16}) {
             const std::string name = std::string(shape.name) + "/" + kernels::isa_name(isa) + "/" +
                                      format_name(f) + "/m:" + std::to_string(m) +
                                      "/threads:" + std::to_string(threads);

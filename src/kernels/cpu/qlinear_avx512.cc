@@ -253,7 +253,9 @@ void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
 constexpr int kGemmRows = 6;
 
 // y[r0 .. r0+R, panel] += the chunk's share. `tables`: per group of the chunk, 32 scales then
-// 32 zero terms.
+// 32 zero terms (these only when the weight has a zero-term table). A uniform zero is folded
+// into each block's int32 dot product instead, as the GEMV does: it starts at -zero * qsum,
+// exact, which spares a float pass per group and row (at g32, one per block).
 template <int R>
 void gemm_rows(const QLinearArgs& args, const int32_t* panel, const float* tables, int64_t g_first,
                int64_t j0, int nc, int64_t b0, int64_t nbk, int64_t r0, bool first_chunk) {
@@ -261,6 +263,8 @@ void gemm_rows(const QLinearArgs& args, const int32_t* panel, const float* table
   const QActsView& a = *args.a;
   const int64_t nb = w.blocks();
   const int64_t bpg = w.group_size / kQBlock;
+  const bool zero_table = w.zero_terms != nullptr;
+  const int32_t neg_zero = zero_table ? 0 : -static_cast<int32_t>(w.uniform_zero);
   const __mmask16 m_lo = lane_mask(nc), m_hi = lane_mask(nc - 16);
   __m512 acc[R][2];
 #pragma GCC unroll 8
@@ -280,7 +284,7 @@ void gemm_rows(const QLinearArgs& args, const int32_t* panel, const float* table
     const int64_t b = b0 + blk;
     const int64_t g = b / bpg;
     const float* tab = tables + (g - g_first) * 2 * kPanelCols;
-    if (b % bpg == 0) {
+    if (zero_table && b % bpg == 0) {
       // First block of group g: add its zero terms once.
       const __m512 z0 = _mm512_load_ps(tab + kPanelCols),
                    z1 = _mm512_load_ps(tab + kPanelCols + 16);
@@ -294,7 +298,9 @@ void gemm_rows(const QLinearArgs& args, const int32_t* panel, const float* table
     const int32_t* pw = panel + blk * kQuads * kPanelCols;
     __m512i dot[R][2];
 #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) dot[i][0] = dot[i][1] = _mm512_setzero_si512();
+    for (int i = 0; i < R; ++i) {
+      dot[i][0] = dot[i][1] = _mm512_set1_epi32(neg_zero * a.qsum[(r0 + i) * nb + b]);
+    }
 #pragma GCC unroll 8
     for (int t = 0; t < kQuads; ++t) {
       const __m512i w0 = _mm512_load_si512(pw + t * kPanelCols);
@@ -324,6 +330,27 @@ void gemm_rows(const QLinearArgs& args, const int32_t* panel, const float* table
   }
 }
 
+// Groups [g_first, g_first + ng) (ng <= 16) of `src` ([n, n_groups], scales or zero terms)
+// for the panel's columns, into tab[group][2 * 32] at `offset`: one load of the chunk's
+// groups per column and a transpose, where a scalar loop over groups and columns took a fifth
+// of the m = 16 GEMM at g32 (16 groups a chunk).
+void gather_tables(const QMatrixView& w, const float* src, int64_t j0, int nc, int64_t g_first,
+                   int64_t ng, int offset, float* tab) {
+  const __mmask16 mk = lane_mask(ng);
+  for (int half = 0; half < 2; ++half) {
+    __m512i r[16];
+    for (int c = 0; c < 16; ++c) {
+      const int col = half * 16 + c;
+      r[c] = col < nc ? _mm512_maskz_loadu_epi32(mk, src + (j0 + col) * w.n_groups + g_first)
+                      : _mm512_setzero_si512();
+    }
+    transpose16(r);
+    for (int64_t g = 0; g < ng; ++g) {
+      _mm512_store_si512(tab + g * 2 * kPanelCols + offset + half * 16, r[g]);
+    }
+  }
+}
+
 template <int kBits>
 void gemm(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   const QMatrixView& w = *args.w;
@@ -339,15 +366,9 @@ void gemm(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
       const int64_t nbk = std::min(kChunkBlocks, nb - b0);
       unpack_panel<kBits>(w, j0, nc, b0, nbk, panel);
       const int64_t g_first = b0 / bpg, g_last = (b0 + nbk - 1) / bpg;
-      for (int64_t g = g_first; g <= g_last; ++g) {
-        float* tab = tables + (g - g_first) * 2 * kPanelCols;
-        for (int c = 0; c < kPanelCols; ++c) {
-          const size_t at = static_cast<size_t>((j0 + c) * w.n_groups + g);
-          const float s = c < nc ? w.scales[at] : 0.0f;
-          tab[c] = s;
-          tab[kPanelCols + c] =
-              c >= nc ? 0.0f : (w.zero_terms != nullptr ? w.zero_terms[at] : -s * w.uniform_zero);
-        }
+      gather_tables(w, w.scales, j0, nc, g_first, g_last - g_first + 1, 0, tables);
+      if (w.zero_terms != nullptr) {
+        gather_tables(w, w.zero_terms, j0, nc, g_first, g_last - g_first + 1, kPanelCols, tables);
       }
       const bool first = b0 == 0;
       int64_t r0 = 0;

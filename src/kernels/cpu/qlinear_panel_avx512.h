@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/qmatrix.h"
@@ -48,29 +49,52 @@ inline void transpose16(__m512i r[16]) {
   for (int i = 0; i < 16; ++i) r[i] = t[i];
 }
 
-// Codes of blocks b, b+1 of one column in natural input order (64 bytes; a missing b+1,
-// `pair` false, reads as zeros).
-template <int kBits>
-inline __m512i natural_pair(const uint8_t* col, int64_t b, bool pair) {
-  if constexpr (kBits == 4) {
-    const __m256i v =
-        _mm256_maskz_loadu_epi8(pair ? ~__mmask32{0} : __mmask32{0xFFFF}, col + b * (kQBlock / 2));
-    // 128-bit lanes: block b, block b, block b+1, block b+1; odd lanes take the high nibbles.
-    const __m512i z =
-        _mm512_shuffle_i64x2(_mm512_castsi256_si512(v), _mm512_castsi256_si512(v), 0x50);
-    const __m512i shifted =
-        _mm512_srlv_epi16(z, _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0,
-                                               0x0004000400040004, 0x0004000400040004));
-    return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0F));
-  } else {
-    return _mm512_maskz_loadu_epi8(pair ? ~__mmask64{0} : __mmask64{0xFFFFFFFF}, col + b * kQBlock);
+// Codes of blocks b, b+1 of one 8-bit column (64 bytes; a missing b+1, `pair` false, reads
+// as zeros).
+inline __m512i pair_8bit(const uint8_t* col, int64_t b, bool pair) {
+  return _mm512_maskz_loadu_epi8(pair ? ~__mmask64{0} : __mmask64{0xFFFFFFFF}, col + b * kQBlock);
+}
+
+inline void store_quad(int32_t* panel, int64_t blk, int quad, int half, __m512i v) {
+  _mm512_store_si512(panel + (blk * kQuads + quad) * kPanelCols + half * 16, v);
+}
+
+// 4-bit: byte 4t + i of a block holds input 4t + i in its low nibble and 16 + 4t + i in its
+// high one, so each packed dword is quad t and quad t + 4 at once. Transposing the packed
+// dwords of four blocks (one 64-byte load per column) and splitting the nibbles afterwards
+// does half the shuffles of expanding the nibbles first: at m = 16 the unpack is the GEMM's
+// largest cost, since it is paid once per call whatever the row count.
+inline void unpack_4bit(const QMatrixView& w, int64_t j0, int nc, int64_t b0, int64_t nbk,
+                        int32_t* panel) {
+  const size_t col_bytes = w.code_bytes_per_column();
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  for (int half = 0; half < 2; ++half) {
+    for (int64_t blk = 0; blk < nbk; blk += 4) {
+      const int64_t here = std::min<int64_t>(4, nbk - blk);
+      const __mmask64 mk = here == 4 ? ~__mmask64{0} : (__mmask64{1} << (here * 16)) - 1;
+      __m512i r[16];
+      for (int c = 0; c < 16; ++c) {
+        const int col = half * 16 + c;
+        r[c] = col < nc ? _mm512_maskz_loadu_epi8(
+                              mk, w.codes + static_cast<size_t>(j0 + col) * col_bytes +
+                                      (b0 + blk) * (kQBlock / 2))
+                        : _mm512_setzero_si512();
+      }
+      transpose16(r);
+      // r[4 * i + t]: packed dword t of block blk + i for the 16 columns.
+      for (int i = 0; i < here; ++i) {
+        for (int t = 0; t < 4; ++t) {
+          const __m512i v = r[4 * i + t];
+          store_quad(panel, blk + i, t, half, _mm512_and_si512(v, nib));
+          store_quad(panel, blk + i, t + 4, half, _mm512_and_si512(_mm512_srli_epi16(v, 4), nib));
+        }
+      }
+    }
   }
 }
 
-// Unpacks blocks [b0, b0 + nbk) of columns [j0, j0 + nc) into panel[blk][quad][32 cols].
-template <int kBits>
-void unpack_panel(const QMatrixView& w, int64_t j0, int nc, int64_t b0, int64_t nbk,
-                  int32_t* panel) {
+inline void unpack_8bit(const QMatrixView& w, int64_t j0, int nc, int64_t b0, int64_t nbk,
+                        int32_t* panel) {
   const size_t col_bytes = w.code_bytes_per_column();
   for (int half = 0; half < 2; ++half) {
     for (int64_t blk = 0; blk < nbk; blk += 2) {
@@ -78,17 +102,26 @@ void unpack_panel(const QMatrixView& w, int64_t j0, int nc, int64_t b0, int64_t 
       __m512i r[16];
       for (int c = 0; c < 16; ++c) {
         const int col = half * 16 + c;
-        r[c] = col < nc ? natural_pair<kBits>(w.codes + static_cast<size_t>(j0 + col) * col_bytes,
-                                              b0 + blk, pair)
-                        : _mm512_setzero_si512();
+        r[c] = col < nc
+                   ? pair_8bit(w.codes + static_cast<size_t>(j0 + col) * col_bytes, b0 + blk, pair)
+                   : _mm512_setzero_si512();
       }
       transpose16(r);
       // r[t] = input quad t of the pair for the 16 columns: quads 0..7 block blk, 8..15 blk+1.
-      for (int t = 0; t < (pair ? 16 : 8); ++t) {
-        _mm512_store_si512(
-            panel + ((blk + t / kQuads) * kQuads + t % kQuads) * kPanelCols + half * 16, r[t]);
-      }
+      for (int t = 0; t < (pair ? 16 : 8); ++t)
+        store_quad(panel, blk + t / kQuads, t % kQuads, half, r[t]);
     }
+  }
+}
+
+// Unpacks blocks [b0, b0 + nbk) of columns [j0, j0 + nc) into panel[blk][quad][32 cols].
+template <int kBits>
+void unpack_panel(const QMatrixView& w, int64_t j0, int nc, int64_t b0, int64_t nbk,
+                  int32_t* panel) {
+  if constexpr (kBits == 4) {
+    unpack_4bit(w, j0, nc, b0, nbk, panel);
+  } else {
+    unpack_8bit(w, j0, nc, b0, nbk, panel);
   }
 }
 
