@@ -145,9 +145,24 @@ void bm_qwen_model(benchmark::State& state, Isa isa, int64_t m, int threads) {
   state.counters["GFLOP/s"] = benchmark::Counter(iters * flops / 1e9, benchmark::Counter::kIsRate);
 }
 
-// One kernel directly, one thread, over all n columns: the AVX-512 GEMV against the AMX bf16
-// GEMM at the small m of batched decode, to place the switch between them.
-void bm_kernel_small_m(benchmark::State& state, bool amx, Shape shape, int64_t m) {
+enum class SmallMKernel { kGemv, kGemm, kAmx };
+
+const char* small_m_name(SmallMKernel k) {
+  switch (k) {
+    case SmallMKernel::kGemv:
+      return "gemv_avx512";
+    case SmallMKernel::kGemm:
+      return "gemm_avx512";
+    case SmallMKernel::kAmx:
+      return "amx_bf16";
+  }
+  return "?";
+}
+
+// One kernel directly, one thread, over all n columns: the AVX-512 GEMV against the AVX-512
+// GEMM and the AMX bf16 GEMM at the small m of batched decode, to place the switches.
+void bm_kernel_small_m(benchmark::State& state, SmallMKernel kernel, Shape shape, int64_t m) {
+  const bool amx = kernel == SmallMKernel::kAmx;
   if (!kernels::isa_supported(Isa::kAvx512) || (amx && !kernels::amx_active())) {
     state.SkipWithError("needs AVX-512 (and AMX for the AMX case)");
     return;
@@ -162,8 +177,17 @@ void bm_kernel_small_m(benchmark::State& state, bool amx, Shape shape, int64_t m
   for (auto _ : state) {
     const kernels::cpu::LinearArgs args{x.data(),     m,       shape.k, ws[next].data,
                                         DType::kBF16, shape.n, nullptr, y.data()};
-    amx ? kernels::cpu::linear_gemm_amx_bf16(args, 0, shape.n)
-        : kernels::cpu::linear_gemv_avx512(args, 0, shape.n);
+    switch (kernel) {
+      case SmallMKernel::kGemv:
+        kernels::cpu::linear_gemv_avx512(args, 0, shape.n);
+        break;
+      case SmallMKernel::kGemm:
+        kernels::cpu::linear_gemm_avx512(args, 0, shape.n);
+        break;
+      case SmallMKernel::kAmx:
+        kernels::cpu::linear_gemm_amx_bf16(args, 0, shape.n);
+        break;
+    }
     benchmark::DoNotOptimize(y.data());
     next = (next + 1) % ws.size();
   }
@@ -190,10 +214,10 @@ void register_all() {
   }
   for (const Shape& shape : {kQwen05B[0], kQwen05B[2], kQwen05B[3], kQwen05B[4], kTinyLlama[4]}) {
     for (int64_t m : {int64_t{2}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}}) {
-      for (bool amx : {false, true}) {
-        const std::string name = std::string("small_m/") + shape.name +
-                                 (amx ? "/amx_bf16" : "/gemv_avx512") + "/m:" + std::to_string(m);
-        benchmark::RegisterBenchmark(name.c_str(), bm_kernel_small_m, amx, shape, m)
+      for (SmallMKernel kernel : {SmallMKernel::kGemv, SmallMKernel::kGemm, SmallMKernel::kAmx}) {
+        const std::string name = std::string("small_m/") + shape.name + "/" + small_m_name(kernel) +
+                                 "/m:" + std::to_string(m);
+        benchmark::RegisterBenchmark(name.c_str(), bm_kernel_small_m, kernel, shape, m)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
       }
