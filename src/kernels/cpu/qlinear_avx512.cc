@@ -362,6 +362,15 @@ void gemm(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   alignas(64) float tables[kChunkBlocks * 2 * kPanelCols];
   for (int64_t j0 = n_begin; j0 < n_end; j0 += kPanelCols) {
     const int nc = static_cast<int>(std::min<int64_t>(kPanelCols, n_end - j0));
+    // The next panel's scales (and zero terms), contiguous, into L2, as unpack_panel does
+    // for its codes.
+    for (const float* t : {w.scales, w.zero_terms}) {
+      if (t == nullptr) continue;
+      const char* next = reinterpret_cast<const char*>(t + (j0 + kPanelCols) * w.n_groups);
+      for (int64_t off = 0; off < kPanelCols * w.n_groups * 4; off += 64) {
+        _mm_prefetch(next + off, _MM_HINT_T1);
+      }
+    }
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t nbk = std::min(kChunkBlocks, nb - b0);
       unpack_panel<kBits>(w, j0, nc, b0, nbk, panel);
