@@ -192,9 +192,10 @@ struct Shape {
 };
 
 // Every listed k (64; 96 = a partial 128-input step; 160 = a lone block after the GEMM's
-// four-block unpacks; 896; 4860 = a partial last block and group), n (1, 7, 64, 200: below, across
-// and beyond the column tiles) and m (1, 3, 16, 64, 130: both sides of the GEMV/GEMM switch and of
-// the row tiles), kept to shapes the scalar reference computes in well under a second.
+// four-block unpacks; 896; 4860 = a partial last block and group), n (1, 7, 33, 64, 200: below,
+// across and beyond the column tiles) and m (1, 3, 5, 16, 64, 130: both sides of the GEMV/GEMM
+// switch and of the row tiles), kept to shapes the scalar reference computes in well under a
+// second.
 const Shape kShapes[] = {
     {1, 7, 64},     {3, 200, 64},  {16, 1, 96},   {130, 7, 96},   {1, 64, 896}, {64, 200, 896},
     {130, 64, 896}, {3, 64, 4860}, {16, 7, 4860}, {1, 200, 4860}, {5, 33, 160},
