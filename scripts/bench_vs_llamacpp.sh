@@ -4,7 +4,9 @@
 # `make-model`, llama.cpp F16 / Q8_0 / Q4_0 (against both W4 rows: Q4_0 is group 32) converted from the bf16 directory by llama.cpp's own
 # convert_hf_to_gguf.py and llama-quantize (built from source in a scratch folder; nothing of
 # it is in this tree). Prints `bench latency`'s and `llama-bench`'s tables, then one markdown
-# table of both.
+# table of both, with quantserve's prefill as a share of this CPU's compute peak (peak_bench:
+# VNNI int8 for the int rows, f32 FMA for bf16, the AMX tiles where the CPU has them; per core,
+# times the threads) and its decode as a share of the read bandwidth probed around it.
 #   scripts/bench_vs_llamacpp.sh            # Qwen2.5-0.5B shape, 1 and 2 threads
 #   QS_VS_PRESET=tinyllama-1.1b QS_VS_TOKENIZER=../shared/data/tokenizers/llama2 \
 #     scripts/bench_vs_llamacpp.sh          # TinyLlama-1.1B shape
@@ -51,6 +53,11 @@ for t in Q8_0 Q4_0; do
     > "$DIR/quantize-$t.log" 2>&1
 done
 
+# The compute peaks prefill is set against, per core (the kernel lab's instruction throughput).
+PEAK=$PWD/build/bench/peak_bench
+[[ -x $PEAK ]] || { echo "build/bench/peak_bench missing: cmake --build build --target peak_bench" >&2; exit 1; }
+"$PEAK" --benchmark_format=json > "$DIR/peak.json" 2> "$DIR/peak.log"
+
 # The engines alternate per format, so drift in the host's bandwidth hits both alike.
 rows=()
 for pair in "bf16 f16 F16" "w8 q8_0 Q8_0" "w4g128 q4_0 Q4_0" "w4g32 q4_0 Q4_0"; do
@@ -63,18 +70,45 @@ for pair in "bf16 f16 F16" "w8 q8_0 Q8_0" "w4g128 q4_0 Q4_0" "w4g32 q4_0 Q4_0"; 
 done
 
 python3 - "$DIR" "${rows[@]}" << 'EOF'
-import json, sys
+import json, os, sys
 d, rows = sys.argv[1], sys.argv[2:]
 def qs(s):  # bench latency --json: one entry per test ("pp512", "tg128") and thread count
     out = {}
     for e in json.load(open(f"{d}/qs-{s}.json")):
         t = out.setdefault(e["threads"], {})
         t[e["test"][:2]] = e["tokens_per_second_mean"]
+        t["model"] = e["model"]
         if "roofline_fraction" in e:  # decode: weight bytes per token against the probe around it
             bw = 0.5 * (e["read_bandwidth_gbs_before"] + e["read_bandwidth_gbs_after"])
             t["roof"] = f"{100 * e['roofline_fraction']:.0f} % of {bw:.1f} GB/s"
             t["mib"] = e["weight_bytes_per_token"] / 2**20
     return out
+def peaks():  # GOP/s per core by case name: f32_fma_avx512, int8_vnni_avx512, amx_*
+    out = {}
+    for b in json.load(open(f"{d}/peak.json"))["benchmarks"]:
+        if "GOP/s" in b:
+            out[b["name"].split("/")[0]] = b["GOP/s"]
+    return out
+PEAKS = peaks()
+def prefill_gop_per_token(model_dir):
+    # The block matmuls and attention of a 512-token prompt (mean context 256.5), per token;
+    # the lm_head runs once per prompt (the last row's logits), a 512th per token.
+    c = json.load(open(f"{model_dir}/config.json"))
+    h, inter, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    hd = c.get("head_dim", h // c["num_attention_heads"])
+    q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+    linear = h * (q + 2 * kv) + q * h + 3 * h * inter
+    attn = 2 * q * 256.5  # q.k and p.v over the mean context
+    return (2 * layers * (linear + attn) + 2 * h * c["vocab_size"] / 512) / 1e9
+def peak_for(s, threads):
+    # The int rows run on VNNI, bf16 on f32 FMAs; on a CPU with AMX (peak_bench ran its tile
+    # cases) both go to the tiles unless QS_AMX=0.
+    amx = "int8_amx_k64" in PEAKS and os.environ.get("QS_AMX") != "0"
+    if s == "bf16":
+        key = "bf16_amx_k32" if amx else "f32_fma_avx512"
+    else:
+        key = "int8_amx_k64" if amx else "int8_vnni_avx512"
+    return key, PEAKS.get(key, 0) * threads
 def ll(s, g):
     out = {}
     for e in json.load(open(f"{d}/llama-{s}-{g.lower()}.json")):
@@ -82,14 +116,16 @@ def ll(s, g):
         out.setdefault(e["n_threads"], {})[k] = e["avg_ts"]
     return out
 print()
-print("| threads | quantserve | pp512 t/s | tg128 t/s | MiB/token | tg128 roofline | llama.cpp | pp512 t/s | tg128 t/s | pp ratio | tg ratio |")
-print("|---:|---|---:|---:|---:|---|---|---:|---:|---:|---:|")
+print("| threads | quantserve | pp512 t/s | pp512 of peak | tg128 t/s | MiB/token | tg128 roofline | llama.cpp | pp512 t/s | tg128 t/s | pp ratio | tg ratio |")
+print("|---:|---|---:|---|---:|---:|---|---|---:|---:|---:|---:|")
 for s, g in zip(rows[::2], rows[1::2]):
     a, b = qs(s), ll(s, g)
     for t in sorted(a):
         pa, ta = a[t]["pp"], a[t]["tg"]
         pb, tb = b[t]["pp"], b[t]["tg"]
-        print(f"| {t} | {s} | {pa:.1f} | {ta:.1f} | {a[t].get('mib', 0):.0f} | {a[t].get('roof', '')} "
+        key, peak = peak_for(s, t)
+        frac = f"{100 * pa * prefill_gop_per_token(a[t]['model']) / peak:.1f} % of {peak:.0f} GOP/s ({key})" if peak else ""
+        print(f"| {t} | {s} | {pa:.1f} | {frac} | {ta:.1f} | {a[t].get('mib', 0):.0f} | {a[t].get('roof', '')} "
               f"| {g} | {pb:.1f} | {tb:.1f} | {pa / pb:.2f}x | {ta / tb:.2f}x |")
 EOF
 echo
