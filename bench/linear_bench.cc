@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/resident_arena.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/bandwidth.h"
@@ -145,7 +146,7 @@ void bm_qwen_model(benchmark::State& state, Isa isa, int64_t m, int threads) {
   state.counters["GFLOP/s"] = benchmark::Counter(iters * flops / 1e9, benchmark::Counter::kIsRate);
 }
 
-enum class SmallMKernel { kGemv, kGemm, kAmx };
+enum class SmallMKernel { kGemv, kGemm, kAmx, kPanels };
 
 const char* small_m_name(SmallMKernel k) {
   switch (k) {
@@ -155,12 +156,15 @@ const char* small_m_name(SmallMKernel k) {
       return "gemm_avx512";
     case SmallMKernel::kAmx:
       return "amx_bf16";
+    case SmallMKernel::kPanels:
+      return "panels_avx512";
   }
   return "?";
 }
 
 // One kernel directly, one thread, over all n columns: the AVX-512 GEMV against the AVX-512
-// GEMM and the AMX bf16 GEMM at the small m of batched decode, to place the switches.
+// GEMM, the AMX bf16 GEMM and the pair-panel kernel (on weights packed beforehand, as the
+// loader packs them) at the small m of batched decode, to place the switches.
 void bm_kernel_small_m(benchmark::State& state, SmallMKernel kernel, Shape shape, int64_t m) {
   const bool amx = kernel == SmallMKernel::kAmx;
   if (!kernels::isa_supported(Isa::kAvx512) || (amx && !kernels::amx_active())) {
@@ -169,13 +173,24 @@ void bm_kernel_small_m(benchmark::State& state, SmallMKernel kernel, Shape shape
   }
   const size_t w_bytes = static_cast<size_t>(shape.n * shape.k) * 2;
   std::vector<Tensor> ws;
-  for (int c = 0; c < copies_for(1, w_bytes); ++c)
+  std::vector<std::shared_ptr<uint8_t[]>> panels;
+  for (int c = 0; c < copies_for(1, w_bytes); ++c) {
     ws.push_back(random_weights(DType::kBF16, shape.n, shape.k, static_cast<uint32_t>(c)));
+    if (kernel == SmallMKernel::kPanels) {
+      panels.push_back(alloc_resident(
+          static_cast<size_t>(kernels::cpu::pair_panel_elems(shape.n, shape.k)) * 2));
+      kernels::cpu::pack_bf16_pair_panels(static_cast<const uint16_t*>(ws.back().data), shape.n,
+                                          shape.k,
+                                          reinterpret_cast<uint16_t*>(panels.back().get()));
+      ws.back() = Tensor();  // only the panels are read
+    }
+  }
   const std::vector<float> x = random_activations(m * shape.k);
   std::vector<float> y(static_cast<size_t>(m * shape.n));
   size_t next = 0;
   for (auto _ : state) {
-    const kernels::cpu::LinearArgs args{x.data(),     m,       shape.k, ws[next].data,
+    const void* w = kernel == SmallMKernel::kPanels ? panels[next].get() : ws[next].data;
+    const kernels::cpu::LinearArgs args{x.data(),     m,       shape.k, w,
                                         DType::kBF16, shape.n, nullptr, y.data()};
     switch (kernel) {
       case SmallMKernel::kGemv:
@@ -186,6 +201,9 @@ void bm_kernel_small_m(benchmark::State& state, SmallMKernel kernel, Shape shape
         break;
       case SmallMKernel::kAmx:
         kernels::cpu::linear_gemm_amx_bf16(args, 0, shape.n);
+        break;
+      case SmallMKernel::kPanels:
+        kernels::cpu::linear_panels_bf16_avx512(args, 0, shape.n);
         break;
     }
     benchmark::DoNotOptimize(y.data());
@@ -213,8 +231,12 @@ void register_all() {
         ->Unit(benchmark::kMillisecond);
   }
   for (const Shape& shape : {kQwen05B[0], kQwen05B[2], kQwen05B[3], kQwen05B[4], kTinyLlama[4]}) {
-    for (int64_t m : {int64_t{2}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}}) {
-      for (SmallMKernel kernel : {SmallMKernel::kGemv, SmallMKernel::kGemm, SmallMKernel::kAmx}) {
+    // 128 and 512: whether the panels could serve prefill too (the GEMV is not run there).
+    for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32},
+                      int64_t{64}, int64_t{128}, int64_t{512}}) {
+      for (SmallMKernel kernel :
+           {SmallMKernel::kGemv, SmallMKernel::kGemm, SmallMKernel::kAmx, SmallMKernel::kPanels}) {
+        if (m > 64 && kernel == SmallMKernel::kGemv) continue;
         const std::string name = std::string("small_m/") + shape.name + "/" + small_m_name(kernel) +
                                  "/m:" + std::to_string(m);
         benchmark::RegisterBenchmark(name.c_str(), bm_kernel_small_m, kernel, shape, m)

@@ -29,6 +29,13 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Drops this process's pages of the whole pages inside [p, p + bytes) when that range lies in
+// a live MappedFile: a caller that has copied the bytes elsewhere (repacked weights) stops
+// paying resident memory for them twice. The data stays valid: a later read maps the pages
+// again from the page cache or the file. Anything else (heap memory, where the same call
+// would zero the bytes) is left alone. Returns whether pages were dropped.
+bool release_mapped_pages(const void* p, size_t bytes);
+
 Result<std::string> read_file(const std::string& path);
 Status write_file(const std::string& path, const std::string& contents);
 

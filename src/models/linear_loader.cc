@@ -138,7 +138,9 @@ Status LinearLoader::load_one(const std::string& module, int64_t n, int64_t k,
     const std::string weight = module + ".weight";
     QS_ASSIGN_OR_RETURN(Tensor w, ckpt_.get(weight, {n, k}));
     *stored_bytes = w.nbytes();
-    *out = ops::LinearWeight(std::move(w));
+    // Pair panels where the CPU's kernels want them (ops::with_panels): 16-bit linears of
+    // every m then read the packed form, and the mapping's pages are given back.
+    QS_ASSIGN_OR_RETURN(*out, ops::with_panels(std::move(w)));
     return ok_status();
   }
   for (const auto& [suffix, t] : stored) *stored_bytes += t.nbytes();

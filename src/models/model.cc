@@ -187,7 +187,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   }
   m->final_norm_ = get_f32(ckpt, "model.norm.weight");
   if (config.tie_word_embeddings) {
-    m->lm_head_ = ops::LinearWeight(m->embed_);
+    // The tied lm_head gets pair panels like every 16-bit linear (the loader's); the
+    // embedding lookups read the mapping's rows, which fault back in one by one.
+    QS_ASSIGN_OR_RETURN(m->lm_head_, ops::with_panels(m->embed_));
     LinearInfo info;
     info.name = "lm_head";
     info.stored_bytes = m->embed_.nbytes();

@@ -8,9 +8,12 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/check.h"
+#include "core/mmap_file.h"
+#include "core/resident_arena.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "kernels/cpu/qlinear_bf16act.h"
@@ -227,6 +230,28 @@ Result<Job> dense_job(kernels::Isa isa, const float* x, int64_t m, const Tensor&
   return job;
 }
 
+// A weight with pair panels on the AVX-512 path: one kernel for every m, whole panels per
+// thread. Construction (with_panels) checked the shape; k >= 1.
+Job panels_job(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) {
+  const int64_t n = w.dense.dim(0), k = w.dense.dim(1);
+  Job job;
+  job.n = n;
+  job.macs = m * n * k;
+  job.grain = kernels::cpu::kPanelCols;
+  const kernels::cpu::LinearArgs args{x, m, k, w.panels.get(), DType::kBF16, n, bias, y};
+  // From prefill-sized m the k-blocked GEMM keeps its x strips in L1 (the panel kernel,
+  // which streams all of k per pass, ran the Qwen2.5-0.5B prefill ~10 % slower on one thread).
+  const bool gemm = use_gemm(kernels::Isa::kAvx512, m);
+  job.run = [=](int64_t begin, int64_t end) {
+    if (gemm && begin % kernels::cpu::kPanelCols == 0) {
+      kernels::cpu::linear_gemm_pairs_avx512(args, begin, end);
+    } else {
+      kernels::cpu::linear_panels_bf16_avx512(args, begin, end);
+    }
+  };
+  return job;
+}
+
 void run_job(const Job& job, ThreadPool& pool) {
   if (job.macs < kMinParallelMacs) {
     job.run(0, job.n);
@@ -261,8 +286,44 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor
 
 std::string LinearWeight::kernel() const {
   if (quant) return quant->kernel();
-  return std::string(dtype_name(dense.dtype)) + " (" + kernels::isa_name(kernels::active_isa()) +
-         ")";
+  const char* layout =
+      panels != nullptr && kernels::active_isa() == kernels::Isa::kAvx512 ? " pair panels" : "";
+  return std::string(dtype_name(dense.dtype)) + layout + " (" +
+         kernels::isa_name(kernels::active_isa()) + ")";
+}
+
+size_t LinearWeight::resident_bytes() const {
+  if (quant) return quant->resident_bytes();
+  // The panels replace the row-major form on the path that reads them; they are the same
+  // size but for the padding of the last panel.
+  if (panels != nullptr && kernels::active_isa() == kernels::Isa::kAvx512) {
+    return static_cast<size_t>(kernels::cpu::pair_panel_elems(dense.dim(0), dense.dim(1))) * 2;
+  }
+  return dense.nbytes();
+}
+
+Result<LinearWeight> with_panels(Tensor dense) {
+  LinearWeight w(dense);
+  const char* env = std::getenv("QS_BF16_PANELS");
+  const bool wanted = env == nullptr || std::string(env) != "0";
+  if (!wanted || dense.dtype != DType::kBF16 || dense.rank() != 2 || dense.dim(0) == 0 ||
+      dense.dim(1) == 0 || kernels::active_isa() != kernels::Isa::kAvx512 ||
+      kernels::amx_active()) {
+    return w;
+  }
+  const int64_t n = dense.dim(0), k = dense.dim(1);
+  const size_t bytes = static_cast<size_t>(kernels::cpu::pair_panel_elems(n, k)) * 2;
+  w.panels = alloc_resident(bytes);
+  if (w.panels == nullptr) {
+    return internal_error("linear: no memory for the " + std::to_string(bytes >> 20) +
+                          " MiB panels of a [" + std::to_string(n) + ", " + std::to_string(k) +
+                          "] bf16 weight");
+  }
+  kernels::cpu::pack_bf16_pair_panels(static_cast<const uint16_t*>(dense.data), n, k,
+                                      reinterpret_cast<uint16_t*>(w.panels.get()));
+  // Only the panels are read from now on (on this ISA); a checkpoint's pages go back.
+  release_mapped_pages(dense.data, dense.nbytes());
+  return w;
 }
 
 Status linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y,
@@ -272,6 +333,13 @@ Status linear(const float* x, int64_t m, const LinearWeight& w, const float* bia
 
 Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const LinearWeight& w,
                        const float* bias, float* y, ThreadPool& pool) {
+  if (w.quant == nullptr && w.panels != nullptr && isa == kernels::Isa::kAvx512) {
+    QS_RETURN_IF_ERROR(check_isa(isa));
+    if (m < 0) return invalid_argument("linear: negative row count " + std::to_string(m));
+    if (m == 0) return ok_status();
+    run_job(panels_job(x, m, w, bias, y), pool);
+    return ok_status();
+  }
   if (w.quant == nullptr) return linear_with_isa(isa, x, m, w.dense, bias, y, pool);
   const QuantMatrix& q = *w.quant;
   if (!q.packed()) return linear_with_isa(isa, x, m, q.fallback(), bias, y, pool);
@@ -323,6 +391,8 @@ Status linear_many(const float* x, int64_t m, std::span<const LinearOut> outs, T
     const QuantMatrix* q = o.w->quant.get();
     if (q != nullptr && q->packed()) {
       jobs.push_back(packed_job(isa, m, *q, &acts, o.bias, o.y));
+    } else if (q == nullptr && o.w->panels != nullptr && isa == kernels::Isa::kAvx512) {
+      jobs.push_back(panels_job(x, m, *o.w, o.bias, o.y));
     } else {
       QS_ASSIGN_OR_RETURN(Job job,
                           dense_job(isa, x, m, q ? q->fallback() : o.w->dense, o.bias, o.y));

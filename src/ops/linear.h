@@ -34,6 +34,9 @@ const char* activation_precision_name(ActivationPrecision p);
 struct LinearWeight {
   Tensor dense;
   std::shared_ptr<const QuantMatrix> quant;
+  // The bf16 `dense` repacked as pair panels (kernels/cpu/linear_cpu.h), which the AVX-512
+  // path reads for every m instead of `dense`; other ISAs read `dense`. Made by with_panels().
+  std::shared_ptr<uint8_t[]> panels;
 
   LinearWeight() = default;
   LinearWeight(Tensor t) : dense(std::move(t)) {}  // NOLINT: dense weights convert implicitly
@@ -42,10 +45,15 @@ struct LinearWeight {
   bool empty() const { return quant == nullptr && dense.empty(); }
   int64_t rows() const { return quant ? quant->rows() : dense.dim(0); }  // n
   int64_t cols() const { return quant ? quant->cols() : dense.dim(1); }  // k
-  size_t resident_bytes() const { return quant ? quant->resident_bytes() : dense.nbytes(); }
+  size_t resident_bytes() const;
   // "bf16 (avx512)", "int4 g128 (avx512-vnni)", ...
   std::string kernel() const;
 };
+
+// `dense` as a LinearWeight, with pair panels beside it where they pay: a 2-d bf16 weight on a
+// CPU whose active kernels are AVX-512 without AMX (the AMX tiles read the row-major form).
+// QS_BF16_PANELS=0 turns them off, for A/B runs. Fails only if memory runs out.
+Result<LinearWeight> with_panels(Tensor dense);
 
 // y[i, :] = x[i, :] @ w^T + bias for i in [0, m).
 //   x: [m, k] f32, w: [n, k] (F32, F16 or BF16, as nn.Linear stores it), bias: [n] f32 or

@@ -296,14 +296,28 @@ constexpr auto make_micro_table(std::integer_sequence<int, Rs...>) {
 // kMicroKernels[r - 1] handles a strip of r rows.
 constexpr auto kMicroKernels = make_micro_table(std::make_integer_sequence<int, kMR>{});
 
-template <class W>
-void gemm(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+// Pair panels (linear_cpu.h, "Pair panels") widened into the f32 panel: contiguous, a shift
+// and a mask per k step where the row-major source needs a transpose. Padding columns are
+// zero in the pairs already.
+void pack_panel_from_pairs(const LinearArgs& a, int64_t j0, int64_t kb, int64_t kc, float* panel) {
+  const auto* src = static_cast<const uint16_t*>(a.w) + j0 * a.k + kb * kPanelCols;
+  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const __m512i v = _mm512_load_si512(src + kk * kPanelCols);
+    _mm512_store_ps(panel + kk * kNR, _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)));
+    _mm512_store_ps(panel + kk * kNR + 16, _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask)));
+  }
+}
+
+// `pack(j0, nr, kb, kc, panel)` fills one f32 panel.
+template <class Pack>
+void gemm_with(const LinearArgs& a, int64_t n_begin, int64_t n_end, Pack pack) {
   alignas(64) float panel[kKC * kNR];
   for (int64_t kb = 0; kb < a.k; kb += kKC) {
     const int64_t kc = std::min<int64_t>(kKC, a.k - kb);
     for (int64_t j0 = n_begin; j0 < n_end; j0 += kNR) {
       const int64_t nr = std::min<int64_t>(kNR, n_end - j0);
-      pack_panel<W>(a, j0, nr, kb, kc, panel);
+      pack(j0, nr, kb, kc, panel);
       const float* bias = a.bias != nullptr ? a.bias + j0 : nullptr;
       for (int64_t i0 = 0; i0 < a.m; i0 += kMR) {
         const int64_t mr = std::min<int64_t>(kMR, a.m - i0);
@@ -314,7 +328,21 @@ void gemm(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
   }
 }
 
+template <class W>
+void gemm(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  gemm_with(a, n_begin, n_end, [&](int64_t j0, int64_t nr, int64_t kb, int64_t kc, float* panel) {
+    pack_panel<W>(a, j0, nr, kb, kc, panel);
+  });
+}
+
 }  // namespace
+
+void linear_gemm_pairs_avx512(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
+  static_assert(kNR == kPanelCols, "one pair panel fills one f32 panel");
+  gemm_with(a, n_begin, n_end, [&](int64_t j0, int64_t, int64_t kb, int64_t kc, float* panel) {
+    pack_panel_from_pairs(a, j0, kb, kc, panel);
+  });
+}
 
 void linear_gemv_avx512(const LinearArgs& a, int64_t n_begin, int64_t n_end) {
   switch (a.w_dtype) {

@@ -56,4 +56,26 @@ constexpr int64_t kAmxBf16MinRows = 8;
 void linear_gemm_amx_bf16(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 void linear_gemm_avx2(const LinearArgs& a, int64_t n_begin, int64_t n_end);
 
+// ---- Pair panels: bf16 weights repacked once at load for batched decode -------------------
+// The row-major GEMV re-reads all of x for every 4 weight rows and widens every weight once
+// per 4 rows of x, so at 8-64 rows it runs at about half the FMA peak; the GEMM would read x
+// once per 32 columns but transposes its f32 panels on every call. A resident panel layout
+// pays the transpose once: 32 output columns per panel, k steps of 64 bytes, and in step kk
+// dword d holds column 32p + d in its low half and column 32p + 16 + d in its high half, so
+// that a shift and a mask (no shuffle) widen a step to the two f32 vectors of its columns.
+// Columns past n are zero. The kernel broadcasts x and accumulates each (row, column) over k
+// in order, so a row's result does not depend on how many rows share its call.
+constexpr int64_t kPanelCols = 32;
+// uint16 elements of the packed form of an [n, k] matrix.
+int64_t pair_panel_elems(int64_t n, int64_t k);
+// Packs row-major bf16 w [n, k] into `out` (pair_panel_elems(n, k) elements, 64-byte
+// aligned).
+void pack_bf16_pair_panels(const uint16_t* w, int64_t n, int64_t k, uint16_t* out);
+// y[:, n_begin:n_end] for any m and any column range (one that starts or ends inside a panel
+// computes that panel whole and stores its share), with a.w the packed panels.
+void linear_panels_bf16_avx512(const LinearArgs& a, int64_t n_begin, int64_t n_end);
+// Prefill-sized m (from kGemmMinRowsAvx512): the k-blocked GEMM above, its f32 panels widened
+// from the pair panels instead of transposed from rows. n_begin a multiple of kPanelCols.
+void linear_gemm_pairs_avx512(const LinearArgs& a, int64_t n_begin, int64_t n_end);
+
 }  // namespace qs::kernels::cpu
