@@ -286,8 +286,7 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor
 
 std::string LinearWeight::kernel() const {
   if (quant) return quant->kernel();
-  const char* layout =
-      panels != nullptr && kernels::active_isa() == kernels::Isa::kAvx512 ? " pair panels" : "";
+  const char* layout = reads_panels(kernels::active_isa()) ? " pair panels" : "";
   return std::string(dtype_name(dense.dtype)) + layout + " (" +
          kernels::isa_name(kernels::active_isa()) + ")";
 }
@@ -296,7 +295,7 @@ size_t LinearWeight::resident_bytes() const {
   if (quant) return quant->resident_bytes();
   // The panels replace the row-major form on the path that reads them; they are the same
   // size but for the padding of the last panel.
-  if (panels != nullptr && kernels::active_isa() == kernels::Isa::kAvx512) {
+  if (reads_panels(kernels::active_isa())) {
     return static_cast<size_t>(kernels::cpu::pair_panel_elems(dense.dim(0), dense.dim(1))) * 2;
   }
   return dense.nbytes();
@@ -333,7 +332,7 @@ Status linear(const float* x, int64_t m, const LinearWeight& w, const float* bia
 
 Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const LinearWeight& w,
                        const float* bias, float* y, ThreadPool& pool) {
-  if (w.quant == nullptr && w.panels != nullptr && isa == kernels::Isa::kAvx512) {
+  if (w.reads_panels(isa)) {
     QS_RETURN_IF_ERROR(check_isa(isa));
     if (m < 0) return invalid_argument("linear: negative row count " + std::to_string(m));
     if (m == 0) return ok_status();
@@ -391,7 +390,7 @@ Status linear_many(const float* x, int64_t m, std::span<const LinearOut> outs, T
     const QuantMatrix* q = o.w->quant.get();
     if (q != nullptr && q->packed()) {
       jobs.push_back(packed_job(isa, m, *q, &acts, o.bias, o.y));
-    } else if (q == nullptr && o.w->panels != nullptr && isa == kernels::Isa::kAvx512) {
+    } else if (o.w->reads_panels(isa)) {
       jobs.push_back(panels_job(x, m, *o.w, o.bias, o.y));
     } else {
       QS_ASSIGN_OR_RETURN(Job job,

@@ -38,6 +38,11 @@ struct LinearWeight {
   // path reads for every m instead of `dense`; other ISAs read `dense`. Made by with_panels().
   std::shared_ptr<uint8_t[]> panels;
 
+  // Whether `isa`'s kernels read `panels` rather than `dense`.
+  bool reads_panels(kernels::Isa isa) const {
+    return quant == nullptr && panels != nullptr && isa == kernels::Isa::kAvx512;
+  }
+
   LinearWeight() = default;
   LinearWeight(Tensor t) : dense(std::move(t)) {}  // NOLINT: dense weights convert implicitly
   LinearWeight(std::shared_ptr<const QuantMatrix> q) : quant(std::move(q)) {}  // NOLINT

@@ -71,6 +71,31 @@ Packed pack(const std::vector<uint16_t>& w, int64_t n, int64_t k) {
   return p;
 }
 
+// y against ref::linear (+ bias) with the dense kernels' limit, 2e-6 * sum_k |x_k w_k| (and
+// 1e-6 of the bias).
+::testing::AssertionResult matches_oracle(const std::vector<float>& x,
+                                          const std::vector<uint16_t>& w, const float* bias,
+                                          const std::vector<float>& y, int64_t m, int64_t n,
+                                          int64_t k) {
+  std::vector<float> ref(static_cast<size_t>(m * n));
+  kernels::ref::linear(x.data(), m, k, w.data(), DType::kBF16, n, 0, n, ref.data());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double mag = 0;
+      for (int64_t q = 0; q < k; ++q) {
+        mag += std::fabs(double{x[i * k + q]} * bf16_to_f32(w[j * k + q]));
+      }
+      const float b = bias != nullptr ? bias[j] : 0.0f;
+      const size_t e = static_cast<size_t>(i * n + j);
+      if (!(std::fabs(double{y[e]} - (ref[e] + b)) <= 2e-6 * mag + 1e-6 * std::fabs(b))) {
+        return ::testing::AssertionFailure()
+               << "row " << i << " col " << j << ": " << y[e] << " against " << ref[e] + b;
+      }
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(PairPanels, LayoutPairsColumnDWithColumnDPlus16) {
   const int64_t n = 45, k = 5;  // a full panel and a partial one
   std::mt19937 rng(1);
@@ -98,8 +123,6 @@ TEST(PairPanels, KernelMatchesTheF32Oracle) {
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> bias(static_cast<size_t>(c.n));
     for (float& b : bias) b = normal(rng);
-    std::vector<float> ref(static_cast<size_t>(c.m * c.n));
-    kernels::ref::linear(x.data(), c.m, c.k, w.data(), DType::kBF16, c.n, 0, c.n, ref.data());
     // Two calls split on a panel boundary, as ops::linear's 32-column grain makes them, then
     // inside panels, as linear_many's 16-column grain over several weights can.
     for (const int64_t at : {kPanelCols, int64_t{16}, int64_t{5}})
@@ -114,18 +137,7 @@ TEST(PairPanels, KernelMatchesTheF32Oracle) {
         const int64_t split = std::min<int64_t>(c.n, at);
         kernels::cpu::linear_panels_bf16_avx512(args, 0, split);
         kernels::cpu::linear_panels_bf16_avx512(args, split, c.n);
-        for (int64_t i = 0; i < c.m; ++i) {
-          for (int64_t j = 0; j < c.n; ++j) {
-            double mag = 0;
-            for (int64_t q = 0; q < c.k; ++q) {
-              mag += std::fabs(double{x[i * c.k + q]} * bf16_to_f32(w[j * c.k + q]));
-            }
-            const float b = with_bias ? bias[j] : 0.0f;
-            const size_t e = static_cast<size_t>(i * c.n + j);
-            ASSERT_NEAR(y[e], ref[e] + b, 2e-6 * mag + 1e-6 * std::fabs(b))
-                << what << " at row " << i << " col " << j;
-          }
-        }
+        ASSERT_TRUE(matches_oracle(x, w, args.bias, y, c.m, c.n, c.k)) << what;
       }
   }
 }
@@ -141,24 +153,14 @@ TEST(PairPanels, PrefillGemmFromPairsMatchesTheF32Oracle) {
     std::vector<float> bias(static_cast<size_t>(c.n));
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (float& b : bias) b = normal(rng);
-    std::vector<float> ref(static_cast<size_t>(c.m * c.n)), y(ref.size(), NAN);
-    kernels::ref::linear(x.data(), c.m, c.k, w.data(), DType::kBF16, c.n, 0, c.n, ref.data());
+    std::vector<float> y(static_cast<size_t>(c.m * c.n), NAN);
     const kernels::cpu::LinearArgs args{x.data(),     c.m, c.k,         p.get(),
                                         DType::kBF16, c.n, bias.data(), y.data()};
     const int64_t split = std::min<int64_t>(c.n, kPanelCols);
     kernels::cpu::linear_gemm_pairs_avx512(args, 0, split);
     kernels::cpu::linear_gemm_pairs_avx512(args, split, c.n);
-    for (int64_t i = 0; i < c.m; ++i) {
-      for (int64_t j = 0; j < c.n; ++j) {
-        double mag = 0;
-        for (int64_t q = 0; q < c.k; ++q) {
-          mag += std::fabs(double{x[i * c.k + q]} * bf16_to_f32(w[j * c.k + q]));
-        }
-        const size_t e = static_cast<size_t>(i * c.n + j);
-        ASSERT_NEAR(y[e], ref[e] + bias[j], 2e-6 * mag + 1e-6 * std::fabs(bias[j]))
-            << "m=" << c.m << " n=" << c.n << " k=" << c.k << " at row " << i << " col " << j;
-      }
-    }
+    ASSERT_TRUE(matches_oracle(x, w, bias.data(), y, c.m, c.n, c.k))
+        << "m=" << c.m << " n=" << c.n << " k=" << c.k;
   }
 }
 
@@ -202,17 +204,8 @@ TEST(PairPanels, OpsLinearWithPanelsMatchesTheDenseWeight) {
     const std::vector<float> x = activations(m * k, rng);
     std::vector<float> got(static_cast<size_t>(m * n)), want(got.size());
     ASSERT_TRUE(ops::linear(x.data(), m, *with, nullptr, got.data(), pool).ok());
+    ASSERT_TRUE(matches_oracle(x, w, nullptr, got, m, n, k)) << "m=" << m;
     kernels::ref::linear(x.data(), m, k, w.data(), DType::kBF16, n, 0, n, want.data());
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        double mag = 0;
-        for (int64_t q = 0; q < k; ++q) {
-          mag += std::fabs(double{x[i * k + q]} * bf16_to_f32(w[j * k + q]));
-        }
-        const size_t e = static_cast<size_t>(i * n + j);
-        ASSERT_NEAR(got[e], want[e], 2e-6 * mag) << "m=" << m << " row " << i << " col " << j;
-      }
-    }
     // The scalar path ignores the panels and reads the row-major form.
     std::vector<float> ref_path(got.size());
     ASSERT_TRUE(

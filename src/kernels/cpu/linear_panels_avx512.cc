@@ -30,9 +30,8 @@ __mmask16 lanes(int64_t count) {
 // every pass prefetches its share of the next panel into L2 (pass p of n the lines
 // [p s, (p + 1) s), s = ceil(k / n), one per step), which keeps memory busy while the later
 // passes compute from L2. Past the last panel the addresses are harmless: prefetches never
-// fault.
-// Stores the columns [c_begin, c_end) of the panel at j0 (a thread's range may start or end
-// inside a panel).
+// fault. Stores the columns [c_begin, c_end) of the panel at j0 (a thread's range may start
+// or end inside a panel).
 template <int M>
 void panel_pass(const LinearArgs& a, const uint16_t* panel, int64_t i0, int64_t j0, int64_t c_begin,
                 int64_t c_end, int64_t pass, int64_t n_passes) {
