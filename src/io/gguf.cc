@@ -14,9 +14,9 @@ constexpr int kMaxDims = 4;              // GGML_MAX_DIMS
 
 // Reads little-endian values from [data, data + size); every read checks what is left, and
 // failures name the field being read.
-class Cursor {
+class GgufCursor {
  public:
-  Cursor(const uint8_t* data, size_t size, std::string source)
+  GgufCursor(const uint8_t* data, size_t size, std::string source)
       : data_(data), size_(size), source_(std::move(source)) {}
 
   size_t pos() const { return pos_; }
@@ -95,7 +95,7 @@ bool known_type(uint32_t t) {
 }
 
 // Appends one scalar of type `t` to `v`.
-Status read_scalar(Cursor& c, GgufValueType t, GgufValue* v, const std::string& field) {
+Status read_scalar(GgufCursor& c, GgufValueType t, GgufValue* v, const std::string& field) {
   switch (t) {
 #define QS_GGUF_INT(enum_name, ctype)           \
   case GgufValueType::enum_name: {              \
@@ -152,7 +152,7 @@ Status read_scalar(Cursor& c, GgufValueType t, GgufValue* v, const std::string& 
   return c.error(field, "nested arrays are not supported");
 }
 
-Status read_value(Cursor& c, GgufValue* v, const std::string& key) {
+Status read_value(GgufCursor& c, GgufValue* v, const std::string& key) {
   uint32_t type = 0;
   QS_RETURN_IF_ERROR(c.read(&type, "type of '" + key + "'"));
   if (!known_type(type)) {
@@ -176,7 +176,7 @@ Status read_value(Cursor& c, GgufValue* v, const std::string& key) {
   return ok_status();
 }
 
-Status read_tensor_info(Cursor& c, size_t index, GgufTensorInfo* t) {
+Status read_tensor_info(GgufCursor& c, size_t index, GgufTensorInfo* t) {
   const std::string field = "tensor info " + std::to_string(index);
   QS_RETURN_IF_ERROR(c.read_string(&t->name, field + " name"));
   const std::string named = field + " ('" + t->name + "')";
@@ -245,7 +245,7 @@ Result<GgufFile> GgufFile::parse(std::shared_ptr<MappedFile> file, const uint8_t
   GgufFile g;
   g.file_ = std::move(file);
   g.path_ = source;
-  Cursor c(data, size, source);
+  GgufCursor c(data, size, source);
   uint32_t magic = 0;
   QS_RETURN_IF_ERROR(c.read(&magic, "magic"));
   if (magic != kMagic) return c.error("magic", "not a GGUF file (no 'GGUF' magic)");

@@ -50,9 +50,9 @@ unsigned __int128 expected_floats(const Llama2cConfig& c) {
 }
 
 // Walks the f32 arrays of the file in order, handing out zero-copy views.
-class Cursor {
+class WeightCursor {
  public:
-  explicit Cursor(std::shared_ptr<MappedFile> file)
+  explicit WeightCursor(std::shared_ptr<MappedFile> file)
       : file_(std::move(file)),
         next_(reinterpret_cast<const float*>(file_->data() + kHeaderBytes)),
         owner_(file_, file_->data()) {}
@@ -181,7 +181,7 @@ Status import_llama2c_weights(const std::string& bin_path, const std::string& ou
 
   const int64_t dim = c.dim, hidden = c.hidden_dim, layers = c.n_layers, vocab = c.vocab_size;
   const int64_t hs = c.head_size(), kv_dim = c.kv_dim(), q_dim = c.n_heads * hs;
-  Cursor cur(file);
+  WeightCursor cur(file);
   const float* embed = cur.take(vocab * dim);         // [vocab, dim]
   const float* rms_att = cur.take(layers * dim);      // [layers, dim]
   const float* wq = cur.take(layers * q_dim * dim);   // [layers, q_dim, dim]

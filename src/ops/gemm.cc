@@ -7,12 +7,10 @@
 
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/ref/gemm_ref.h"
+#include "ops/platform.h"
 
 namespace qs::ops {
 namespace {
-
-// Below ~32K multiply-adds waking the other threads costs more than it saves (as linear.cc).
-constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
 
 // A transposed operand (A(i, p) = a[p * cs + i], as dW = dY^T X has it) makes the SIMD
 // kernels broadcast from a new cache line at every p; copying it row-major once costs O(m k)

@@ -21,6 +21,7 @@
 #include "kernels/ref/linear_ref.h"
 #include "kernels/ref/qlinear_bf16act_ref.h"
 #include "kernels/ref/qlinear_ref.h"
+#include "ops/platform.h"
 
 namespace qs::ops {
 namespace {
@@ -45,10 +46,6 @@ LinearKernel choose_kernel(kernels::Isa isa, int64_t m) {
   }
   return nullptr;
 }
-
-// Below ~32K multiply-adds (a few microseconds) waking the other threads costs more than it
-// saves: tiny models (stories260K) decode several times faster inline.
-constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
 
 using QLinearKernel = void (*)(const kernels::cpu::QLinearArgs&, int64_t, int64_t);
 using QuantizeActs = kernels::QActsView (*)(const kernels::QMatrixView&, const float*, int64_t,

@@ -4,10 +4,16 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/thread_pool.h"
 
 namespace qs::ops {
+
+// Below ~32K multiply-adds (a few microseconds) waking the other threads costs more than it
+// saves: the linear and GEMM front ends run such calls inline (tiny models such as
+// stories260K decode several times faster so).
+inline constexpr int64_t kMinParallelMacs = int64_t{1} << 15;
 
 // "avx512", "avx2" or "ref": the kernels this process dispatches to.
 const char* active_kernel_isa();

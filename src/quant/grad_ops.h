@@ -32,6 +32,14 @@ void matmul(const MatMul<T>& g, ThreadPool* pool);
 template <class T>
 void linear_forward(const T* x, int64_t m, int64_t k, const T* w, int64_t n, const T* bias, T* y,
                     ThreadPool& pool);
+// Its two definitions are explicit specializations (grad_ops.cc), declared here so that no
+// caller instantiates the primary template, which has no body.
+template <>
+void linear_forward<float>(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
+                           const float* bias, float* y, ThreadPool& pool);
+template <>
+void linear_forward<double>(const double* x, int64_t m, int64_t k, const double* w, int64_t n,
+                            const double* bias, double* y, ThreadPool& pool);
 // dx[m, k] (+)= dy * w and dw[n, k] (+)= dy^T * x: `accumulate` adds into both (inputs shared
 // by q/k/v and gate/up; weight gradients summed over accumulation steps). Either output may be
 // nullptr. The bias is not trained.

@@ -4,6 +4,7 @@
 // the connection is found by its addresses among this process's open sockets instead.
 #pragma once
 
+#include <chrono>
 #include <optional>
 
 namespace httplib {
@@ -11,6 +12,12 @@ struct Request;
 }  // namespace httplib
 
 namespace qs::server {
+
+// How often a request waiting for its whole answer (text or image) checks that its client is
+// still connected: a hang-up frees what the request holds within this time.
+inline constexpr std::chrono::milliseconds kHangUpPollInterval{100};
+// nginx's status for a request whose client closed the connection before the answer.
+inline constexpr int kClientClosedRequest = 499;
 
 class ClientConnection {
  public:

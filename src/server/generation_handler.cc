@@ -20,12 +20,6 @@ namespace qs::server {
 
 using Clock = std::chrono::steady_clock;
 
-// How often a non-streaming request checks that its client is still connected: a hang-up
-// frees the request's KV blocks within this time.
-constexpr std::chrono::milliseconds kHangUpPollInterval{100};
-// nginx's status for a request whose client closed the connection before the answer.
-constexpr int kClientClosedRequest = 499;
-
 void InflightRequests::add(const std::vector<std::string>& ids) {
   std::lock_guard<std::mutex> lock(mu_);
   ids_.insert(ids.begin(), ids.end());

@@ -17,11 +17,6 @@
 namespace qs::server {
 namespace {
 
-// As the text endpoints: how often a waiting request looks at its client, and nginx's status
-// for a client that closed the connection before the answer.
-constexpr std::chrono::milliseconds kHangUpPollInterval{100};
-constexpr int kClientClosedRequest = 499;
-
 // What the engine thread hands back to the waiting HTTP thread.
 struct ImageSession {
   std::mutex mu;

@@ -6,17 +6,12 @@
 #include "core/mmap_file.h"
 #include "io/checkpoint.h"
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/json_node.h"
 
 namespace qs::tok {
 namespace {
 
 using nlohmann::json;
-
-std::string type_of(const json& j) {
-  if (!j.is_object()) return "";
-  auto t = j.find("type");
-  return t != j.end() && t->is_string() ? t->get<std::string>() : "";
-}
 
 bool bool_field(const json& j, const char* key, bool fallback) {
   auto it = j.find(key);
@@ -40,7 +35,7 @@ std::string regex_quote(std::string_view s) {
 Status add_pretokenizer(const json& j, const std::string& where, Pretokenizer* pre,
                         bool* saw_byte_level) {
   if (j.is_null()) return ok_status();
-  const std::string type = type_of(j);
+  const std::string type = node_type(j);
   if (type == "Sequence") {
     auto list = j.find("pretokenizers");
     if (list == j.end() || !list->is_array()) {
@@ -107,7 +102,7 @@ Status add_pretokenizer(const json& j, const std::string& where, Pretokenizer* p
 Status read_post_processor(const json& j, const std::string& where, std::vector<int32_t>* prefix,
                            std::vector<int32_t>* suffix, bool* has_template) {
   if (j.is_null()) return ok_status();
-  const std::string type = type_of(j);
+  const std::string type = node_type(j);
   if (type == "ByteLevel") return ok_status();  // offsets only; ids unchanged
   if (type == "Sequence") {
     auto list = j.find("processors");
@@ -194,7 +189,7 @@ Result<std::unique_ptr<BpeTokenizer>> load_bpe_tokenizer_json(const json& j,
     return data_loss(where + ": no \"model\" object");
   }
   const json& m = *model_it;
-  const std::string model_type = type_of(m);
+  const std::string model_type = node_type(m);
   if (!model_type.empty() && model_type != "BPE") {
     return unimplemented(where + ": model type \"" + model_type + "\" is not BPE");
   }
@@ -214,8 +209,8 @@ Result<std::unique_ptr<BpeTokenizer>> load_bpe_tokenizer_json(const json& j,
   bool nfc = false;
   auto norm = j.find("normalizer");
   if (norm != j.end() && !norm->is_null()) {
-    if (type_of(*norm) != "NFC") {
-      return unimplemented(where + ": normalizer \"" + type_of(*norm) + "\"");
+    if (node_type(*norm) != "NFC") {
+      return unimplemented(where + ": normalizer \"" + node_type(*norm) + "\"");
     }
     nfc = true;
   }
@@ -227,7 +222,7 @@ Result<std::unique_ptr<BpeTokenizer>> load_bpe_tokenizer_json(const json& j,
     QS_RETURN_IF_ERROR(add_pretokenizer(*pre_it, where, &pre, &byte_level));
   }
   auto dec = j.find("decoder");
-  if (dec != j.end() && type_of(*dec) == "ByteLevel") byte_level = true;
+  if (dec != j.end() && node_type(*dec) == "ByteLevel") byte_level = true;
   if (!byte_level) {
     return unimplemented(where +
                          ": BPE without a ByteLevel pre_tokenizer or decoder is not "

@@ -5,20 +5,14 @@
 #include <unordered_set>
 
 #include "io/checkpoint.h"
+#include "tokenizer/json_node.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace qs::tok {
 namespace {
 
 using nlohmann::json;
-
-constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 "▁"
-
-std::string type_of(const json& j) {
-  if (!j.is_object()) return "";
-  auto it = j.find("type");
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
 
 bool is_byte_piece(std::string_view s) {
   auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
@@ -32,13 +26,13 @@ bool string_field_is(const json& j, const char* key, std::string_view value) {
 
 // Replace{pattern: {String: " "}, content: "▁"}
 bool is_space_to_metaspace(const json& n) {
-  if (type_of(n) != "Replace" || !string_field_is(n, "content", kMetaspace)) return false;
+  if (node_type(n) != "Replace" || !string_field_is(n, "content", kMetaspace)) return false;
   auto pattern = n.find("pattern");
   return pattern != n.end() && pattern->is_object() && string_field_is(*pattern, "String", " ");
 }
 
 bool uses_metaspace(const json& node) {
-  const std::string type = type_of(node);
+  const std::string type = node_type(node);
   if (type == "Metaspace") return true;
   if (type == "Prepend") return string_field_is(node, "prepend", kMetaspace);
   if (type == "Replace") return is_space_to_metaspace(node);
@@ -64,7 +58,7 @@ struct TextOptions {
 
 Status read_normalizer(const json& n, const std::string& source, TextOptions& o) {
   if (n.is_null()) return ok_status();
-  const std::string type = type_of(n);
+  const std::string type = node_type(n);
   if (type == "Sequence") {
     auto list = n.find("normalizers");
     if (list == n.end() || !list->is_array()) {
@@ -90,13 +84,13 @@ Status read_normalizer(const json& n, const std::string& source, TextOptions& o)
 
 Status read_pre_tokenizer(const json& p, const std::string& source, TextOptions& o) {
   if (p.is_null()) return ok_status();
-  if (type_of(p) == "Sequence") {
+  if (node_type(p) == "Sequence") {
     auto list = p.find("pretokenizers");
     if (list != p.end() && list->is_array() && list->size() == 1) {
       return read_pre_tokenizer((*list)[0], source, o);
     }
   }
-  if (type_of(p) != "Metaspace" || !string_field_is(p, "replacement", kMetaspace)) {
+  if (node_type(p) != "Metaspace" || !string_field_is(p, "replacement", kMetaspace)) {
     return unimplemented(source + ": pre_tokenizer " + p.dump().substr(0, 200) +
                          " (a SentencePiece-style tokenizer.json may only use Metaspace \"▁\")");
   }
@@ -132,7 +126,7 @@ Status read_pre_tokenizer(const json& p, const std::string& source, TextOptions&
 std::pair<std::string, std::string> template_specials(const json& post) {
   std::pair<std::string, std::string> out;
   const json* single = nullptr;
-  if (type_of(post) == "TemplateProcessing") {
+  if (node_type(post) == "TemplateProcessing") {
     auto it = post.find("single");
     if (it != post.end() && it->is_array() && !it->empty()) single = &*it;
   }
@@ -154,7 +148,7 @@ std::pair<std::string, std::string> template_specials(const json& post) {
 bool is_spm_style_tokenizer_json(const json& j) {
   if (!j.is_object()) return false;
   auto model = j.find("model");
-  if (model == j.end() || type_of(*model) != "BPE") return false;
+  if (model == j.end() || node_type(*model) != "BPE") return false;
   auto fallback = model->find("byte_fallback");
   if (fallback != model->end() && fallback->is_boolean() && fallback->get<bool>()) return true;
   for (const char* key : {"normalizer", "pre_tokenizer"}) {
@@ -170,8 +164,8 @@ Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::from_hf_
     return data_loss(source + ": no \"model\" object");
   }
   const json& model = j["model"];
-  if (type_of(model) != "BPE") {
-    return unimplemented(source + ": model type \"" + type_of(model) + "\" (only BPE)");
+  if (node_type(model) != "BPE") {
+    return unimplemented(source + ": model type \"" + node_type(model) + "\" (only BPE)");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     auto it = model.find(key);

@@ -13,7 +13,6 @@
 namespace qs::tok {
 namespace {
 
-constexpr std::string_view kMetaspace = "\xE2\x96\x81";        // U+2581 "▁", SPM's whitespace
 constexpr std::string_view kReplacementUtf8 = "\xEF\xBF\xBD";  // U+FFFD
 // Added tokens may carry ids past the model's pieces; a gap larger than this is a broken
 // file rather than a real vocabulary.

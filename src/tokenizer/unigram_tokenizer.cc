@@ -7,6 +7,7 @@
 
 #include "core/limits.h"
 #include "io/checkpoint.h"
+#include "tokenizer/json_node.h"
 #include "tokenizer/utf8.h"
 
 namespace qs::tok {
@@ -15,23 +16,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 "▁"
-constexpr double kUnkPenalty = 10.0;                     // HF Unigram's K_UNK_PENALTY
+constexpr double kUnkPenalty = 10.0;  // HF Unigram's K_UNK_PENALTY
 // SentencePiece trains pieces of at most 16 characters; a longer one is a hostile file making
 // every position of a word walk it.
 constexpr size_t kMaxPieceBytes = 1024;
-
-std::string type_of(const nlohmann::json& j) {
-  return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>()
-                                                                      : "";
-}
 
 }  // namespace
 
 Result<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::load(const std::string& dir) {
   const std::string where = (fs::path(dir) / "tokenizer.json").string();
   QS_ASSIGN_OR_RETURN(nlohmann::json j, io::read_json(where));
-  if (!j.is_object() || type_of(j["model"]) != "Unigram" || !j["model"].contains("vocab") ||
+  if (!j.is_object() || node_type(j["model"]) != "Unigram" || !j["model"].contains("vocab") ||
       !j["model"]["vocab"].is_array()) {
     return data_loss(where + ": not a Unigram tokenizer.json with a vocab list");
   }
@@ -79,16 +74,16 @@ Result<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::load(const std::stri
   // Normalizer: none, or T5's Sequence[Precompiled, Replace(" {2,}", " ")].
   const auto& norm = j.value("normalizer", nlohmann::json());
   std::vector<nlohmann::json> steps;
-  if (type_of(norm) == "Sequence" && norm.contains("normalizers") &&
+  if (node_type(norm) == "Sequence" && norm.contains("normalizers") &&
       norm["normalizers"].is_array()) {
     for (const auto& n : norm["normalizers"]) steps.push_back(n);
   } else if (!norm.is_null()) {
     steps.push_back(norm);
   }
   for (const auto& n : steps) {
-    if (type_of(n) == "Precompiled") {
+    if (node_type(n) == "Precompiled") {
       t->ascii_only_ = true;
-    } else if (type_of(n) == "Replace" && n.contains("pattern") && n["pattern"].is_object() &&
+    } else if (node_type(n) == "Replace" && n.contains("pattern") && n["pattern"].is_object() &&
                io::json_string_or(n["pattern"], "Regex", "") == " {2,}" &&
                io::json_string_or(n, "content", "") == " ") {
       t->collapse_spaces_ = true;
@@ -99,13 +94,13 @@ Result<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::load(const std::stri
   // Pre-tokenizer: WhitespaceSplit + Metaspace("▁", prepend_scheme "always"), or Metaspace.
   const auto& pre = j.value("pre_tokenizer", nlohmann::json());
   std::vector<nlohmann::json> pre_steps;
-  if (type_of(pre) == "Sequence" && pre.contains("pretokenizers")) {
+  if (node_type(pre) == "Sequence" && pre.contains("pretokenizers")) {
     for (const auto& p : pre["pretokenizers"]) pre_steps.push_back(p);
   } else {
     pre_steps.push_back(pre);
   }
   for (const auto& p : pre_steps) {
-    const std::string type = type_of(p);
+    const std::string type = node_type(p);
     const bool ok =
         type == "WhitespaceSplit" ||
         (type == "Metaspace" && io::json_string_or(p, "replacement", "") == kMetaspace &&

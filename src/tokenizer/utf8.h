@@ -11,6 +11,9 @@
 
 namespace qs::tok {
 
+// U+2581 "▁": SentencePiece's whitespace, in the pieces of every SPM-style vocabulary.
+inline constexpr std::string_view kMetaspace = "\xE2\x96\x81";
+
 inline constexpr char32_t kReplacementChar = 0xFFFD;
 
 // Length in bytes of the well-formed UTF-8 character that starts at s[pos], or 0 when the
