@@ -33,9 +33,10 @@ QS_BINARY="$PWD/build/quantserve" .venv/bin/python -m pytest -q -p no:cacheprovi
 phase "end-to-end tests"
 
 # One clang build with AddressSanitizer + UndefinedBehaviorSanitizer (float-cast-overflow
-# included, -O1) and libFuzzer's coverage instrumentation serves both what follows: every C++
-# suite again (golden suites and the generation loop included), the fuzz replays under ctest,
-# and the fuzzers. scripts/fuzz.sh owns its configuration.
+# included, -O1; test bodies -O0) and libFuzzer's coverage instrumentation of the parsing
+# layers serves both what follows: every C++ suite again (golden suites and the generation
+# loop included), the fuzz replays under ctest, and the fuzzers. scripts/fuzz.sh owns its
+# configuration.
 scripts/fuzz.sh --configure
 cmake --build build-san -j"$jobs"
 phase "sanitizer build"
