@@ -329,20 +329,21 @@ Status linear(const float* x, int64_t m, const LinearWeight& w, const float* bia
 
 Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const LinearWeight& w,
                        const float* bias, float* y, ThreadPool& pool) {
-  if (w.reads_panels(isa)) {
-    QS_RETURN_IF_ERROR(check_isa(isa));
-    if (m < 0) return invalid_argument("linear: negative row count " + std::to_string(m));
-    if (m == 0) return ok_status();
+  const bool panels = w.reads_panels(isa);
+  if (w.quant == nullptr && !panels) return linear_with_isa(isa, x, m, w.dense, bias, y, pool);
+  if (w.quant != nullptr && !w.quant->packed()) {
+    return linear_with_isa(isa, x, m, w.quant->fallback(), bias, y, pool);
+  }
+  QS_RETURN_IF_ERROR(check_isa(isa));
+  if (m < 0) return invalid_argument("linear: negative row count " + std::to_string(m));
+  // Neither with_panels nor QuantMatrix::make admits an empty weight, so only m can make the
+  // call empty.
+  if (m == 0) return ok_status();
+  if (panels) {
     run_job(panels_job(x, m, w, bias, y), pool);
     return ok_status();
   }
-  if (w.quant == nullptr) return linear_with_isa(isa, x, m, w.dense, bias, y, pool);
   const QuantMatrix& q = *w.quant;
-  if (!q.packed()) return linear_with_isa(isa, x, m, q.fallback(), bias, y, pool);
-  QS_RETURN_IF_ERROR(check_isa(isa));
-  if (m < 0) return invalid_argument("linear: negative row count " + std::to_string(m));
-  // QuantMatrix::make admits no empty weight, so only m can make the call empty.
-  if (m == 0) return ok_status();
   // Declared activations (W8A8) decide for themselves; weight-only schemes follow the
   // process-wide precision.
   if (q.needs_bf16_kernels() ||
