@@ -1,8 +1,9 @@
 // Kernel lab for ops::gemm, the f32 GEMM of AutoRound's backward (quant/): every ISA variant
-// at the Qwen2.5-0.5B linear shapes for 512 tokens, both products the backward needs
-// (dX = dY W: A plain; dW = dY^T X: A transposed), 1 and 2 threads, next to ops::linear's
-// forward GEMM on the same shape as the yardstick. Counter: GFLOP/s (2 m n k).
-// Run: build/gemm_bench --benchmark_filter=...
+// at the Qwen2.5-0.5B linear shapes for 512 tokens and at the tuner's own (a Qwen3-0.6B block
+// on one mini-batch: 8 samples x 512 tokens, as bench_quantize_vs_autoround.sh runs it), both
+// products the backward needs (dX = dY W: A plain; dW = dY^T X: A transposed), 1 and 2 threads,
+// next to ops::linear's forward GEMM on the same shape as the yardstick. Counter: GFLOP/s (2 m n
+// k). Run: build/gemm_bench --benchmark_filter=...
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -22,12 +23,18 @@ using kernels::Isa;
 
 struct Shape {
   const char* name;
-  int64_t n, k;  // the linear's weight [n, k]
+  int64_t n, k;    // the linear's weight [n, k]
+  int64_t tokens;  // m
 };
 
-constexpr Shape kShapes[] = {
-    {"qwen0.5b_q_o", 896, 896}, {"qwen0.5b_gate_up", 4864, 896}, {"qwen0.5b_down", 896, 4864}};
-constexpr int64_t kTokens = 512;
+constexpr Shape kShapes[] = {{"qwen0.5b_q_o", 896, 896, 512},
+                             {"qwen0.5b_gate_up", 4864, 896, 512},
+                             {"qwen0.5b_down", 896, 4864, 512},
+                             {"tuner_qwen3_0.6b_q", 2048, 1024, 4096},
+                             {"tuner_qwen3_0.6b_kv", 1024, 1024, 4096},
+                             {"tuner_qwen3_0.6b_o", 1024, 2048, 4096},
+                             {"tuner_qwen3_0.6b_gate_up", 3072, 1024, 4096},
+                             {"tuner_qwen3_0.6b_down", 1024, 3072, 4096}};
 
 std::vector<float> filled(int64_t count, uint32_t seed) {
   std::vector<float> v(count);
@@ -47,7 +54,7 @@ void run(benchmark::State& state, Isa isa, Shape shape, Product product, int thr
     return;
   }
   ThreadPool pool(threads);
-  const int64_t m = kTokens, n = shape.n, k = shape.k;
+  const int64_t m = shape.tokens, n = shape.n, k = shape.k;
   const std::vector<float> x = filled(m * k, 1), w = filled(n * k, 2), dy = filled(m * n, 3);
   std::vector<float> out(
       product == Product::kWeightGrad ? n * k : (product == Product::kInputGrad ? m * k : m * n));

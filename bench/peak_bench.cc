@@ -1,5 +1,7 @@
 // Kernel lab: the compute peaks prefill is measured against, per core of this CPU. f32 FMA
-// (vfmadd231ps), AVX-512 VNNI int8 (vpdpbusd), AMX int8 (tdpbssd, K = 64) and AMX bf16
+// (vfmadd231ps), AVX-512 BF16 dot products (vdpbf16ps: two multiply-adds per f32 lane, so
+// twice FMA's rate only where the CPU issues it as fast: measured, not assumed), AVX-512 VNNI
+// int8 (vpdpbusd), AMX int8 (tdpbssd, K = 64) and AMX bf16
 // (tdpbf16ps): independent accumulators, operands in L1, so the figure is the instruction
 // throughput. Plus the ceiling of the AMX int8 GEMM's design (qlinear_amx.cc): one
 // 16 x 16 x 32 product per 32-input block, zeroed before and stored after (the activation
@@ -17,6 +19,7 @@
 #include <cstring>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/qlinear_bf16act.h"
 
 namespace qs {
 namespace {
@@ -33,6 +36,18 @@ __attribute__((target("avx512f,fma"))) double f32_fma(int64_t iters) {
   }
   for (int i = 0; i < 16; ++i) benchmark::DoNotOptimize(acc[i]);
   return static_cast<double>(iters) * 16 * 16;  // multiply-adds
+}
+
+__attribute__((target("avx512f,avx512bf16"))) double bf16_dot(int64_t iters) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3f7f);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  for (int i = 0; i < 16; ++i) benchmark::DoNotOptimize(acc[i]);
+  return static_cast<double>(iters) * 16 * 32;
 }
 
 __attribute__((target("avx512f,avx512vnni"))) double vnni_int8(int64_t iters) {
@@ -144,6 +159,7 @@ void register_all() {
     reg("f32_fma_avx512", [] { return f32_fma(kIters); });
     reg("int8_vnni_avx512", [] { return vnni_int8(kIters); });
   }
+  if (kernels::cpu::bf16act_supported()) reg("bf16_dot_avx512", [] { return bf16_dot(kIters); });
   if (has_amx) {
     reg("int8_amx_k64", [] { return amx(kIters, false, 64, 0); });
     reg("bf16_amx_k32", [] { return amx(kIters, true, 64, 0); });

@@ -12,8 +12,15 @@
 namespace qs::ops {
 namespace {
 
-// A transposed operand (A(i, p) = a[p * cs + i], as dW = dY^T X has it) makes the SIMD
-// kernels broadcast from a new cache line at every p; copying it row-major once costs O(m k)
+// Per-thread packing buffers of the AVX-512 kernel, which only grow (kernels must not allocate).
+std::vector<float>& pack_scratch(size_t count) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < count) buf.resize(count);
+  return buf;
+}
+
+// A transposed operand (A(i, p) = a[p * cs + i], as dW = dY^T X has it) makes the AVX2
+// kernel broadcast from a new cache line at every p; copying it row-major once costs O(m k)
 // against the product's O(m n k) and more than doubles their speed. The copy lives in a
 // per-thread buffer that only grows (kernels must not allocate).
 std::vector<float>& transpose_scratch(size_t count) {
@@ -64,8 +71,22 @@ Status gemm_with_isa(kernels::Isa isa, const kernels::GemmArgs& g, ThreadPool* p
     return invalid_argument("gemm: ldb=" + std::to_string(g.ldb) + " ldc=" + std::to_string(g.ldc) +
                             " shorter than a row, " + sizes(g));
   }
+  const bool parallel =
+      pool != nullptr && pool->n_threads() > 1 && g.m * g.n * g.k >= kMinParallelMacs;
+  if (isa == kernels::Isa::kAvx512) {
+    // Packs A through its strides itself; each thread packs into its own scratch.
+    const auto floats = static_cast<size_t>(kernels::cpu::gemm_f32_avx512_scratch_floats(g));
+    auto rows = [&](int64_t begin, int64_t end) {
+      kernels::cpu::gemm_f32_avx512(g, begin, end, pack_scratch(floats).data());
+    };
+    if (parallel) {
+      pool->parallel_for(g.m, rows, kernels::cpu::kGemmRowGrain);
+    } else {
+      rows(0, g.m);
+    }
+    return ok_status();
+  }
   void (*kernel)(const kernels::GemmArgs&, int64_t, int64_t) = kernels::ref::gemm_f32;
-  if (isa == kernels::Isa::kAvx512) kernel = kernels::cpu::gemm_f32_avx512;
   if (isa == kernels::Isa::kAvx2) kernel = kernels::cpu::gemm_f32_avx2;
   kernels::GemmArgs args = g;
   if (isa != kernels::Isa::kRef && g.a_col_stride != 1 && g.m > 1 && g.k > 1) {
@@ -75,7 +96,7 @@ Status gemm_with_isa(kernels::Isa isa, const kernels::GemmArgs& g, ThreadPool* p
     args.a_row_stride = g.k;
     args.a_col_stride = 1;
   }
-  if (pool == nullptr || pool->n_threads() == 1 || g.m * g.n * g.k < kMinParallelMacs) {
+  if (!parallel) {
     kernel(args, 0, g.m);
     return ok_status();
   }

@@ -24,11 +24,13 @@ struct Case {
   int64_t m, n, k;
 };
 
-// Sizes below, at and across the register tiles (8/6 rows, 32/16 columns) and the 256-deep
-// k blocks.
-const Case kCases[] = {{1, 1, 1},    {1, 17, 3},   {5, 33, 7},    {6, 16, 256}, {7, 15, 257},
-                       {8, 32, 300}, {9, 31, 513}, {13, 65, 40},  {33, 7, 600}, {64, 64, 64},
-                       {3, 100, 0},  {17, 48, 33}, {40, 130, 90}, {2, 9, 1000}};
+// Sizes below, at and across the register tiles (12/6 rows, 32/16 columns), the 256-deep k
+// blocks and the AVX-512 kernel's 192-row blocks (with two threads, a thread's rows start
+// inside a block).
+const Case kCases[] = {{1, 1, 1},     {1, 17, 3},     {5, 33, 7},     {6, 16, 256}, {7, 15, 257},
+                       {8, 32, 300},  {9, 31, 513},   {13, 65, 40},   {33, 7, 600}, {64, 64, 64},
+                       {3, 100, 0},   {17, 48, 33},   {40, 130, 90},  {2, 9, 1000}, {12, 32, 256},
+                       {192, 33, 20}, {205, 64, 300}, {397, 70, 520}, {24, 1, 777}};
 
 void check(Isa isa, const Case& c, bool transposed, bool accumulate, int64_t pad, int threads) {
   std::mt19937 rng(static_cast<uint32_t>(c.m * 31 + c.n * 7 + c.k + transposed + 2 * accumulate));
