@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/json.h"
 #include "diffusion/flux_transformer.h"
 #include "io/checkpoint.h"
 #include "ops/linear.h"
@@ -72,7 +73,7 @@ Status write_model(const std::string& dir, const Shape& s) {
                         {"guidance_embeds", true},
                         {"axes_dims_rope", {16, 56, 56}},
                         {"patch_size", 1}};
-  return io::write_json(dir + "/config.json", cfg);
+  return write_json(dir + "/config.json", cfg);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -126,9 +127,9 @@ int main(int argc, char** argv) {
   };
   Status st = write_model(pipe + "/transformer", s);
   if (st.ok())
-    st = io::write_json(pipe + "/model_index.json",
-                        {{"_class_name", "FluxPipeline"},
-                         {"transformer", {"diffusers", "FluxTransformer2DModel"}}});
+    st = write_json(pipe + "/model_index.json",
+                    {{"_class_name", "FluxPipeline"},
+                     {"transformer", {"diffusers", "FluxTransformer2DModel"}}});
   if (!st.ok()) return fail(st);
   quant::QuantizeOptions qo;
   qo.model_dir = pipe;

@@ -7,9 +7,9 @@
 
 #include "core/check.h"
 #include "fuzz_util.h"
+#include "importers/gguf_import.h"
+#include "importers/gguf_tokenizer.h"
 #include "io/gguf.h"
-#include "io/gguf_import.h"
-#include "tokenizer/gguf_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const qs::fuzz::Scratch scratch;
@@ -32,12 +32,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::vector<float> v = gguf->dequantize(t);
     QS_CHECK(static_cast<int64_t>(v.size()) == t.numel());
     if (!v.empty()) sink = sink + v.front() + v.back();
-    (void)qs::io::gguf_llama_hf_name(t.name);
+    (void)qs::importers::gguf_llama_hf_name(t.name);
   }
-  (void)qs::io::gguf_llama_hf_config(*gguf, qs::DType::kBF16);
-  (void)qs::io::import_gguf_weights(*gguf, scratch.dir() + "/weights", qs::DType::kBF16);
+  (void)qs::importers::gguf_llama_hf_config(*gguf, qs::DType::kBF16);
+  (void)qs::importers::import_gguf_weights(*gguf, scratch.dir() + "/weights", qs::DType::kBF16);
   const std::string tok_dir = scratch.dir() + "/tok";
-  if (!qs::tok::import_gguf_tokenizer(*gguf, tok_dir).ok()) return 0;
+  if (!qs::importers::import_gguf_tokenizer(*gguf, tok_dir).ok()) return 0;
   auto tokenizer = qs::tok::load_tokenizer(tok_dir);
   if (tokenizer.ok()) qs::fuzz::exercise_tokenizer(**tokenizer, "Hello world", "\x01\x00\x02\x00");
   return 0;

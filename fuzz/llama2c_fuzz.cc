@@ -4,20 +4,20 @@
 #include <cstdint>
 
 #include "fuzz_util.h"
-#include "io/llama2c_import.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "importers/llama2c_import.h"
+#include "importers/llama2c_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const qs::fuzz::Scratch scratch;
   scratch.reset();
   const auto parts = qs::fuzz::split(data, size, 2);
   const std::string bin = scratch.write("model.bin", parts[0]);
-  if (qs::io::read_llama2c_config(bin).ok()) {
-    (void)qs::io::import_llama2c_weights(bin, scratch.dir() + "/out");
+  if (qs::importers::read_llama2c_config(bin).ok()) {
+    (void)qs::importers::import_llama2c_weights(bin, scratch.dir() + "/out");
   }
   const std::string tok_bin = scratch.write("tokenizer.bin", parts[1]);
-  if (qs::tok::read_llama2c_tokenizer(tok_bin).ok() &&
-      qs::tok::import_llama2c_tokenizer(tok_bin, scratch.dir() + "/tok").ok()) {
+  if (qs::importers::read_llama2c_tokenizer(tok_bin).ok() &&
+      qs::importers::import_llama2c_tokenizer(tok_bin, scratch.dir() + "/tok").ok()) {
     auto t = qs::tok::load_tokenizer(scratch.dir() + "/tok");
     if (t.ok()) qs::fuzz::exercise_tokenizer(**t, parts[0].substr(0, 64), parts[1].substr(0, 64));
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the end-to-end numbers of docs/benchmarks.md: writes random-weight checkpoints at
+# End-to-end prefill and decode speed (docs/benchmarks.md says how to read it): writes random-weight checkpoints at
 # real shapes (bf16 and f16; QS_BENCH_DTYPES overrides) and runs `quantserve bench latency` on 1 and 2 threads, with the read
 # bandwidth measured around every decode test. Results: bench-results/*.json and the tables
 # printed on stdout. Usage: scripts/bench_latency.sh [preset ...] (default qwen2.5-0.5b).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Quantized vs bf16 end-to-end speed, for docs/benchmarks.md: writes random-weight checkpoints
+# Quantized vs bf16 end-to-end speed: writes random-weight checkpoints
 # of qwen2.5-0.5b and tinyllama-1.1b as bf16 and RTN w4g128 / w8 (AutoRound format), runs
 # `quantserve bench latency` pp512 + tg128 on 1 and 2 threads once each (the roofline's read
 # bandwidth measured around every decode test), keeps the JSON in bench-results/quant-*.json

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the serving tables of docs/benchmarks.md (issue 8): `quantserve bench serve`
+# Regenerates the serving tables of docs/benchmarks.md: `quantserve bench serve`
 # against `quantserve serve` and against llama.cpp's `llama-server` on the same random-weight
 # Qwen2.5-0.5B, bf16 beside F16 and W4G128 beside Q4_0, at --max-concurrency 1, 4, 16 and 64
 # (random 128 in / 128 out, ignore_eos). The two servers of a pair are up together and

@@ -14,6 +14,11 @@ scripts/setup.sh --all
 phase "set-up and release build"
 # House style: the tree is clang-format clean (.clang-format, clang-format 14 from Debian).
 git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
+# Layering (docs/architecture.md): every include between rooms of src/ runs downward, with no
+# cycle, and each library links exactly the rooms it includes; the checker first proves on
+# made-up trees that each of those rules fires.
+python3 scripts/check_layers.py --self-test >/dev/null
+python3 scripts/check_layers.py
 ctest --test-dir build --output-on-failure -j"$jobs"
 phase "release tests"
 

@@ -9,7 +9,7 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
-#include "bench/dataset.h"
+#include "bench_client/dataset.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs::apps {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/bench_commands.h"
+#include "core/json.h"
 #include "io/checkpoint.h"
 
 namespace qs::apps::matrix {
@@ -39,7 +40,7 @@ Result<int64_t> parse_bytes(const std::string& text) {
 bool looks_made_by_make_model(const std::string& dir) {
   if (!fs::exists(dir + "/model.safetensors") || fs::exists(dir + "/model.safetensors.index.json"))
     return false;
-  Result<nlohmann::json> gen = io::read_json(dir + "/generation_config.json");
+  Result<nlohmann::json> gen = read_json(dir + "/generation_config.json");
   if (!gen.ok() || !gen->is_object() || gen->value("_from_model_config", false) != true)
     return false;
   for (const auto& [key, value] : gen->items()) {
@@ -105,7 +106,7 @@ Result<Plan> make_plan(const Flags& flags) {
     return invalid_argument("--model DIR (the unquantized model) is required");
   p.model_dir = flags.get("model");
   while (p.model_dir.size() > 1 && p.model_dir.back() == '/') p.model_dir.pop_back();
-  QS_ASSIGN_OR_RETURN(nlohmann::json config, io::read_json(p.model_dir + "/config.json"));
+  QS_ASSIGN_OR_RETURN(nlohmann::json config, read_json(p.model_dir + "/config.json"));
   if (config.contains("quantization_config") ||
       fs::exists(p.model_dir + "/quantization_config.json")) {
     return invalid_argument("--model " + p.model_dir +

@@ -12,8 +12,8 @@
 
 #include "apps/bench_matrix_plan.h"
 #include "apps/flags.h"
-#include "bench/matrix_server.h"
-#include "bench/metrics.h"
+#include "bench_client/matrix_server.h"
+#include "bench_client/metrics.h"
 
 namespace qs::apps::matrix {
 

@@ -16,6 +16,7 @@
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
+#include "core/json.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
 #include "io/checkpoint.h"
@@ -217,7 +218,7 @@ Status bench_latency(const Flags& flags) {
   if (json_to_stdout) {
     std::printf("%s\n", results.dump(2).c_str());
   } else if (flags.has("json")) {
-    QS_RETURN_IF_ERROR(io::write_json(flags.get("json"), results));
+    QS_RETURN_IF_ERROR(write_json(flags.get("json"), results));
     std::fprintf(stderr, "bench: wrote %s\n", flags.get("json").c_str());
   }
   return ok_status();

@@ -21,10 +21,10 @@
 #include "apps/bench_commands.h"
 #include "apps/bench_matrix_plan.h"
 #include "apps/bench_matrix_report.h"
-#include "bench/matrix_server.h"
-#include "bench/metrics.h"
-#include "bench/report.h"
-#include "bench/serve_runner.h"
+#include "bench_client/matrix_server.h"
+#include "bench_client/metrics.h"
+#include "bench_client/report.h"
+#include "bench_client/serve_runner.h"
 
 namespace qs::apps {
 namespace {

@@ -10,9 +10,9 @@
 #include <fstream>
 
 #include "apps/bench_commands.h"
-#include "bench/metrics.h"
-#include "bench/report.h"
-#include "bench/serve_runner.h"
+#include "bench_client/metrics.h"
+#include "bench_client/report.h"
+#include "bench_client/serve_runner.h"
 
 namespace qs::apps {
 namespace {

@@ -10,6 +10,7 @@
 #include "apps/bench_commands.h"
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
+#include "core/json.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
 #include "io/checkpoint.h"
@@ -99,7 +100,7 @@ Status run(const Flags& flags) {
                               {"total_num_tokens", total},
                               {"requests_per_second", n / run.elapsed_s},
                               {"tokens_per_second", total / run.elapsed_s}};
-    QS_RETURN_IF_ERROR(io::write_json(flags.get("output-json"), j));
+    QS_RETURN_IF_ERROR(write_json(flags.get("output-json"), j));
   }
   return ok_status();
 }

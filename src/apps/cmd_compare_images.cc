@@ -13,6 +13,7 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "core/json.h"
 #include "diffusion/flux_pipeline.h"
 #include "diffusion/image_metrics.h"
 #include "diffusion/png_image.h"
@@ -121,7 +122,7 @@ Status run(const Flags& flags) {
     const auto grid =
         diffusion::side_by_side_grid(ref_images, cand_images, req.width, req.height, &gw, &gh);
     QS_RETURN_IF_ERROR(diffusion::write_png(dir + "/grid.png", gw, gh, grid));
-    QS_RETURN_IF_ERROR(io::write_json(dir + "/report.json", report));
+    QS_RETURN_IF_ERROR(write_json(dir + "/report.json", report));
     std::fprintf(stderr, "compare-images: wrote %s/report.json and %s/grid.png\n", dir.c_str(),
                  dir.c_str());
   }

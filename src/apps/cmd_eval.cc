@@ -11,6 +11,7 @@
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
+#include "core/json.h"
 #include "engine/kv_cache.h"
 #include "eval/eval_run.h"
 #include "io/checkpoint.h"
@@ -58,7 +59,7 @@ Status run(const Flags& flags) {
   if (flags.get("json") == "-") {
     std::printf("%s\n", result.dump(2).c_str());
   } else if (flags.has("json")) {
-    QS_RETURN_IF_ERROR(io::write_json(flags.get("json"), result));
+    QS_RETURN_IF_ERROR(write_json(flags.get("json"), result));
     std::fprintf(stderr, "eval: wrote %s\n", flags.get("json").c_str());
   }
   return ok_status();

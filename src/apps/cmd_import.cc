@@ -6,10 +6,10 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
-#include "io/gguf_import.h"
-#include "io/llama2c_import.h"
-#include "tokenizer/gguf_tokenizer.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "importers/gguf_import.h"
+#include "importers/gguf_tokenizer.h"
+#include "importers/llama2c_import.h"
+#include "importers/llama2c_tokenizer.h"
 
 namespace qs::apps {
 namespace {
@@ -21,9 +21,9 @@ Status import_llama2c(const Flags& flags) {
     return invalid_argument("--checkpoint and --out are required");
   }
   const std::string out = flags.get("out");
-  QS_RETURN_IF_ERROR(io::import_llama2c_weights(flags.get("checkpoint"), out));
+  QS_RETURN_IF_ERROR(importers::import_llama2c_weights(flags.get("checkpoint"), out));
   if (flags.has("tokenizer")) {
-    QS_RETURN_IF_ERROR(tok::import_llama2c_tokenizer(flags.get("tokenizer"), out));
+    QS_RETURN_IF_ERROR(importers::import_llama2c_tokenizer(flags.get("tokenizer"), out));
   }
   return ok_status();
 }
@@ -31,9 +31,9 @@ Status import_llama2c(const Flags& flags) {
 Status import_gguf(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(io::GgufFile gguf, io::GgufFile::open(flags.get("gguf")));
   const std::string dtype = flags.get("dtype");
-  QS_RETURN_IF_ERROR(
-      io::import_gguf_weights(gguf, flags.get("out"), dtype == "f32" ? DType::kF32 : DType::kBF16));
-  return tok::import_gguf_tokenizer(gguf, flags.get("out"));
+  QS_RETURN_IF_ERROR(importers::import_gguf_weights(gguf, flags.get("out"),
+                                                    dtype == "f32" ? DType::kF32 : DType::kBF16));
+  return importers::import_gguf_tokenizer(gguf, flags.get("out"));
 }
 
 // Flag problems found before anything is read: usage errors (exit 2).

@@ -11,6 +11,7 @@
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
+#include "core/json.h"
 #include "diffusion/pipeline_memory.h"
 #include "io/checkpoint.h"
 #include "io/checkpoint_summary.h"
@@ -54,7 +55,7 @@ Status add_loaded_linears(const std::string& dir, const Flags& flags,
 bool is_diffusion_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   if (fs::exists(fs::path(dir) / "model_index.json")) return true;
-  auto config = io::read_json((fs::path(dir) / "config.json").string());
+  auto config = read_json((fs::path(dir) / "config.json").string());
   return config.ok() && config->is_object() &&
          config->value("_class_name", "") == "FluxTransformer2DModel";
 }

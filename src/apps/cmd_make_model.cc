@@ -14,6 +14,7 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "core/json.h"
 #include "io/checkpoint.h"
 #include "io/quant_config.h"
 #include "io/quant_export.h"
@@ -139,7 +140,7 @@ Status make_model(const Flags& flags) {
   if (flags.has("like")) {
     QS_ASSIGN_OR_RETURN(config, models::model_preset(flags.get("like")));
   } else {
-    QS_ASSIGN_OR_RETURN(config, io::read_json(flags.get("config")));
+    QS_ASSIGN_OR_RETURN(config, read_json(flags.get("config")));
   }
   if (!flags.has("out")) return invalid_argument("--out DIR is required");
   if (flags.has("layers")) {
@@ -148,7 +149,7 @@ Status make_model(const Flags& flags) {
     config["num_hidden_layers"] = layers;
   }
   std::string dtype_flag = flags.get("dtype");
-  if (dtype_flag.empty()) dtype_flag = io::json_string_or(config, "torch_dtype", "bfloat16");
+  if (dtype_flag.empty()) dtype_flag = json_string_or(config, "torch_dtype", "bfloat16");
   QS_ASSIGN_OR_RETURN(DType dtype, parse_weight_dtype(dtype_flag));
   config["torch_dtype"] = torch_dtype_name(dtype);
   QS_ASSIGN_OR_RETURN(uint64_t seed_signed, flags.get_int("seed"));
@@ -194,17 +195,17 @@ Status make_model(const Flags& flags) {
   if (plan) {
     // As auto-round: in config.json and, the same dict, in quantization_config.json.
     config["quantization_config"] = plan->config;
-    QS_RETURN_IF_ERROR(io::write_json(out + "/quantization_config.json", plan->config));
+    QS_RETURN_IF_ERROR(write_json(out + "/quantization_config.json", plan->config));
   } else {
     // A directory reused for an unquantized model must not keep an older side file, which
     // detection would read as this checkpoint's quantization.
     std::filesystem::remove(out + "/quantization_config.json", ec);
   }
-  QS_RETURN_IF_ERROR(io::write_json(out + "/config.json", config));
+  QS_RETURN_IF_ERROR(write_json(out + "/config.json", config));
   nlohmann::json gen = {{"_from_model_config", true}};
   if (config.contains("bos_token_id")) gen["bos_token_id"] = config["bos_token_id"];
   if (config.contains("eos_token_id")) gen["eos_token_id"] = config["eos_token_id"];
-  QS_RETURN_IF_ERROR(io::write_json(out + "/generation_config.json", gen));
+  QS_RETURN_IF_ERROR(write_json(out + "/generation_config.json", gen));
   QS_RETURN_IF_ERROR(
       io::write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}}));
   std::string quant_note;

@@ -13,6 +13,7 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "core/json.h"
 #include "core/mmap_file.h"
 #include "core/thread_pool.h"
 #include "eval/eval_run.h"
@@ -82,7 +83,7 @@ Result<quant::QuantizeOptions> options_from_flags(const Flags& f) {
       o.layer_config = nlohmann::json::parse(v, nullptr, /*allow_exceptions=*/false);
       if (o.layer_config.is_discarded()) return invalid_argument("--layer_config: not valid JSON");
     } else {
-      QS_ASSIGN_OR_RETURN(o.layer_config, io::read_json(v));
+      QS_ASSIGN_OR_RETURN(o.layer_config, read_json(v));
     }
   }
   return o;

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "core/json.h"
 #include "models/linear_loader.h"
 
 namespace qs::diffusion {
@@ -12,7 +13,7 @@ namespace fs = std::filesystem;
 Result<Component> Component::open_config(const std::string& dir) {
   Component c;
   c.dir_ = dir;
-  QS_ASSIGN_OR_RETURN(c.config_, io::read_json((fs::path(dir) / "config.json").string()));
+  QS_ASSIGN_OR_RETURN(c.config_, read_json((fs::path(dir) / "config.json").string()));
   if (!c.config_.is_object()) return invalid_argument(dir + "/config.json: not a JSON object");
   QS_ASSIGN_OR_RETURN(io::QuantConfig quant, io::load_quant_config(dir, c.config_));
   c.quant_ = std::make_shared<const io::QuantConfig>(std::move(quant));

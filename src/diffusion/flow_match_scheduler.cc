@@ -4,12 +4,13 @@
 
 #include <cmath>
 
+#include "core/json.h"
 #include "io/checkpoint.h"
 
 namespace qs::diffusion {
 
 Result<FlowMatchConfig> read_flow_match_config(const std::string& path) {
-  QS_ASSIGN_OR_RETURN(nlohmann::json j, io::read_json(path));
+  QS_ASSIGN_OR_RETURN(nlohmann::json j, read_json(path));
   if (!j.is_object()) return invalid_argument(path + ": not a JSON object");
   FlowMatchConfig c;
   auto num = [&](const char* key, auto* out) -> Status {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <random>
 
+#include "core/json.h"
 #include "io/checkpoint.h"
 
 namespace qs::diffusion {
@@ -57,8 +58,8 @@ Result<std::string> tiny_decoder_file(const std::string& dir) {
 Result<std::unique_ptr<FluxPipeline>> FluxPipeline::load(const std::string& dir,
                                                          const FluxLoadOptions& options) {
   QS_ASSIGN_OR_RETURN(nlohmann::json index,
-                      io::read_json((fs::path(dir) / "model_index.json").string()));
-  if (!index.is_object() || io::json_string_or(index, "_class_name", "") != "FluxPipeline") {
+                      read_json((fs::path(dir) / "model_index.json").string()));
+  if (!index.is_object() || json_string_or(index, "_class_name", "") != "FluxPipeline") {
     return unimplemented(dir + "/model_index.json: _class_name " +
                          (index.is_object() && index.contains("_class_name")
                               ? index["_class_name"].dump()

@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/json.h"
 #include "io/checkpoint.h"
 #include "io/quant_config.h"
 

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "core/json.h"
 #include "core/limits.h"
 #include "io/checkpoint.h"
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "core/check.h"
+#include "core/json.h"
 #include "io/checkpoint.h"
 #include "io/quant_config_rules.h"
 

@@ -28,12 +28,25 @@
 #include <cstdint>
 #include <string>
 
-#include "formats/quant_scheme.h"
-#include "formats/quantized_weight.h"
-
 namespace qs::kernels {
 
 constexpr int64_t kQBlock = 32;
+
+// How a call's activations are quantized when a checkpoint declares it (W8A8): ops translates
+// the checkpoint's scheme (formats::ActScheme) into this, so kernels read no formats type.
+struct ActQuant {
+  enum Type : uint8_t { kInt8, kFp8 };
+  enum Strategy : uint8_t {
+    kToken,   // one scale per row of x
+    kTensor,  // one scale for the whole call (static: the checkpoint's input_scale)
+    kGroup,   // one scale per row and `group_size` inputs
+  };
+  Type type = kInt8;
+  Strategy strategy = kToken;
+  bool dynamic = true;     // scales from x; false: the checkpoint's static scale (and zero)
+  bool sym = true;         // false: an int8 zero point
+  int64_t group_size = 0;  // kGroup only
+};
 
 struct QMatrixView {
   int bits = 4;      // 4 or 8: the resident code width
@@ -68,16 +81,6 @@ inline int64_t fp8_stored_index(int64_t c, int64_t blocks, bool pairs) {
   return base + (j / 8) * 16 + half * 8 + j % 8;
 }
 
-// Why the packed kernels cannot run `w` ("" when they can): more than 8 bits, a group size
-// that is not a multiple of 32, act-order groups of unequal sizes. (fp8 codes pack; the int8
-// kernels do not run them, the bf16-activation ones do.)
-std::string qmatrix_unsupported(const formats::QuantizedWeight& w);
-// Bytes qmatrix_pack writes for `w` (codes, scales, zero terms, perm; each 64-byte aligned).
-size_t qmatrix_bytes(const formats::QuantizedWeight& w);
-// Repacks `w` (qmatrix_unsupported(w) empty) into `buf` (qmatrix_bytes(w) bytes, 64-byte
-// aligned) and returns the view of it.
-QMatrixView qmatrix_pack(const formats::QuantizedWeight& w, void* buf);
-
 // Int8 activations of one call, laid out by quantize_acts.
 struct QActsView {
   int64_t m = 0, k_pad = 0, n_groups = 0, group_size = 0;
@@ -109,7 +112,7 @@ void qacts_group_sums(const QMatrixView& w, const QActsBuffers& bufs);
 // Scalar; the per-ISA versions in cpu/qlinear_cpu.h give bit-identical q, d, gsum, qsum.
 QActsView quantize_acts(const QMatrixView& w, const float* x, int64_t m, void* buf);
 
-// W8A8 int8 activations as a checkpoint declares them (formats::ActScheme, int8 symmetric),
+// W8A8 int8 activations as a checkpoint declares them (ActQuant, int8 symmetric),
 // in the same layout: every block of one activation scale shares its d, per token one d =
 // amax(row) / 127 for the row, static the checkpoint's `static_scale` for the call, per
 // group one d per act.group_size inputs (a multiple of 32); q = round-half-even(x / d)
@@ -117,7 +120,7 @@ QActsView quantize_acts(const QMatrixView& w, const float* x, int64_t m, void* b
 // calibrated as compressed-tensors does, amax / 127.5, often does). Every int kernel takes
 // -128: VNNI and AMX sum u8 x s8 in i32, AVX2 widens 8-bit codes to i16 first. Scalar: one
 // pass over x per call.
-QActsView quantize_acts_declared(const QMatrixView& w, const formats::ActScheme& act,
-                                 float static_scale, const float* x, int64_t m, void* buf);
+QActsView quantize_acts_declared(const QMatrixView& w, const ActQuant& act, float static_scale,
+                                 const float* x, int64_t m, void* buf);
 
 }  // namespace qs::kernels

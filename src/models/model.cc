@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "core/json.h"
 #include "core/log.h"
 #include "io/checkpoint.h"
 #include "models/linear_loader.h"
@@ -117,7 +118,7 @@ void embed_row(const Tensor& embed, int32_t id, float* out) {
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOptions& options) {
   QS_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
-  QS_ASSIGN_OR_RETURN(nlohmann::json raw_config, io::read_json(dir + "/config.json"));
+  QS_ASSIGN_OR_RETURN(nlohmann::json raw_config, read_json(dir + "/config.json"));
   QS_ASSIGN_OR_RETURN(io::QuantConfig quant, io::load_quant_config(dir, raw_config));
   if (!options.quantization.empty()) {
     QS_RETURN_IF_ERROR(io::check_requested_quantization(quant, options.quantization));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <numbers>
 
+#include "core/json.h"
 #include "core/limits.h"
 #include "io/checkpoint.h"
 #include "models/families.h"
@@ -290,7 +291,7 @@ Result<ModelConfig> parse_model_config(const json& config) {
 
 Result<ModelConfig> load_model_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  QS_ASSIGN_OR_RETURN(json config, io::read_json(path));
+  QS_ASSIGN_OR_RETURN(json config, read_json(path));
   auto parsed = parse_model_config(config);
   if (!parsed.ok()) return parsed.status().with_context(path);
   return parsed;

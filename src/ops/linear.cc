@@ -125,7 +125,7 @@ Job packed_job(kernels::Isa isa, int64_t m, const QuantMatrix& q, const kernels:
 kernels::QActsView quantize_for(kernels::Isa isa, const QuantMatrix& q, const float* x, int64_t m) {
   if (q.act().quantized()) {
     // W8A8 int8 symmetric: the checkpoint's activation scales, not our per-block ones.
-    return kernels::quantize_acts_declared(q.view(), q.act(), q.input_scale(), x, m,
+    return kernels::quantize_acts_declared(q.view(), q.act_quant(), q.input_scale(), x, m,
                                            acts_scratch(kernels::qacts_bytes(q.view(), m)));
   }
   QuantizeActs quantize = kernels::quantize_acts;
@@ -145,7 +145,7 @@ Job bf16act_job(kernels::Isa isa, int64_t m, const QuantMatrix& q, const float* 
       simd ? kernels::cpu::prepare_declared_bf16_acts_avx512 : kernels::prepare_declared_bf16_acts;
   const kernels::Bf16ActsView a =
       q.act().quantized()
-          ? prepare_declared(*w, q.act(), q.input_scale(), q.input_zero(), x, m,
+          ? prepare_declared(*w, q.act_quant(), q.input_scale(), q.input_zero(), x, m,
                              acts_scratch(kernels::declared_bf16_acts_bytes(*w, m)))
           : kernels::prepare_bf16_acts(*w, x, m, acts_scratch(kernels::bf16_acts_bytes(*w, m)));
   Job job;

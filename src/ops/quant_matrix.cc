@@ -10,6 +10,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/qlinear_bf16act.h"
 #include "kernels/cpu/qlinear_cpu.h"
+#include "ops/qmatrix_pack.h"
 
 namespace qs::ops {
 namespace {
@@ -135,7 +136,8 @@ Result<std::shared_ptr<const QuantMatrix>> QuantMatrix::make(const formats::Quan
   q->n_ = w.n;
   q->k_ = w.k;
   q->scheme_ = scheme;
-  q->reason_ = kernels::qmatrix_unsupported(w);
+  q->reason_ = qmatrix_unsupported(w);
+  if (scheme.act.quantized()) q->act_quant_ = act_quant_of(scheme.act);
   QS_RETURN_IF_ERROR(check_act(scheme, w, q->reason_, input_scale, input_zero));
   q->input_scale_ = input_scale;
   q->input_zero_ = input_zero;
@@ -144,13 +146,13 @@ Result<std::shared_ptr<const QuantMatrix>> QuantMatrix::make(const formats::Quan
     return std::shared_ptr<const QuantMatrix>(std::move(q));
   }
   // Whole 64-byte lines: the kernels' masked loads never leave the allocation.
-  const size_t bytes = (kernels::qmatrix_bytes(w) + 63) / 64 * 64;
+  const size_t bytes = (qmatrix_bytes(w) + 63) / 64 * 64;
   q->storage_ = alloc_resident(bytes);
   if (q->storage_ == nullptr) {
     return internal_error("quantized weight: cannot allocate " + std::to_string(bytes) + " bytes");
   }
   q->storage_bytes_ = bytes;
-  q->view_ = kernels::qmatrix_pack(w, q->storage_.get());
+  q->view_ = qmatrix_pack(w, q->storage_.get());
   return std::shared_ptr<const QuantMatrix>(std::move(q));
 }
 
@@ -203,8 +205,8 @@ size_t QuantMatrix::resident_bytes_for(const formats::QuantScheme& scheme, int64
   w.code_type = fp8 ? formats::CodeType::kFp8E4m3 : formats::CodeType::kUint;
   w.group_size = fp8 && scheme.block_k > 0 ? scheme.block_k : scheme.group_size;
   if (!scheme.sym) w.zeros = {0, 1};  // non-uniform: the packed form keeps zero terms
-  if (!kernels::qmatrix_unsupported(w).empty()) return static_cast<size_t>(n * k) * 2;
-  return (kernels::qmatrix_bytes(w) + 63) / 64 * 64;
+  if (!qmatrix_unsupported(w).empty()) return static_cast<size_t>(n * k) * 2;
+  return (qmatrix_bytes(w) + 63) / 64 * 64;
 }
 
 }  // namespace qs::ops

@@ -36,6 +36,8 @@ class QuantMatrix {
   const kernels::QMatrixView& view() const { return view_; }
   const Tensor& fallback() const { return fallback_; }
   const formats::ActScheme& act() const { return scheme_.act; }
+  // act() as the kernels take it (meaningful when act().quantized()).
+  const kernels::ActQuant& act_quant() const { return act_quant_; }
   float input_scale() const { return input_scale_; }
   int32_t input_zero() const { return input_zero_; }
   // Whether calls run the bf16-activation kernels whatever ActivationPrecision says: fp8
@@ -53,6 +55,7 @@ class QuantMatrix {
   int64_t n_ = 0, k_ = 0;
   formats::QuantScheme scheme_;
   kernels::QMatrixView view_;
+  kernels::ActQuant act_quant_;
   std::shared_ptr<uint8_t[]> storage_;  // 64-byte aligned, holds what view_ points into
   size_t storage_bytes_ = 0;
   Tensor fallback_;     // [n, k] bf16 when not packed

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/json.h"
 #include "io/checkpoint.h"
 #include "quant/calibration.h"
 #include "quant/rtn_pack.h"
@@ -107,7 +108,7 @@ Status export_weights(const io::Checkpoint& ckpt, const std::string& base,
         io::write_safetensors(out_dir + "/" + out_name, tensors, {{"format", "pt"}}));
   }
   if (sharded) {
-    QS_RETURN_IF_ERROR(io::write_json(
+    QS_RETURN_IF_ERROR(write_json(
         out_dir + "/" + index_file,
         {{"metadata", {{"total_size", summary->bytes_after}}}, {"weight_map", weight_map}}));
   }
@@ -141,7 +142,7 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
   }
   const bool tuned_mode = o.iters > 0 || !o.disable_opt_rtn;
   const std::string src = o.model_dir;
-  QS_ASSIGN_OR_RETURN(json config, io::read_json(src + "/config.json"));
+  QS_ASSIGN_OR_RETURN(json config, read_json(src + "/config.json"));
   if (config.contains("quantization_config") || fs::exists(src + "/quantization_config.json")) {
     return invalid_argument(src + " is already quantized (quantization_config present)");
   }
@@ -170,9 +171,8 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
                                     progress, cancelled, &summary));
   // As auto-round: the same dict in config.json and in quantization_config.json (§3.5).
   config["quantization_config"] = plan.quantization_config;
-  QS_RETURN_IF_ERROR(io::write_json(out.dir() + "/config.json", config));
-  QS_RETURN_IF_ERROR(
-      io::write_json(out.dir() + "/quantization_config.json", plan.quantization_config));
+  QS_RETURN_IF_ERROR(write_json(out.dir() + "/config.json", config));
+  QS_RETURN_IF_ERROR(write_json(out.dir() + "/quantization_config.json", plan.quantization_config));
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(src, ec)) {
     const std::string name = e.path().filename().string();

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "core/json.h"
 #include "io/checkpoint.h"
 #include "quant/pipeline.h"
 #include "quant/staged_output.h"
@@ -63,11 +64,11 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& o, const Progre
   }
   const fs::path src(o.model_dir);
   const fs::path transformer = src / "transformer";
-  QS_ASSIGN_OR_RETURN(json index, io::read_json((src / "model_index.json").string()));
+  QS_ASSIGN_OR_RETURN(json index, read_json((src / "model_index.json").string()));
   if (!index.is_object() || !index.contains("transformer")) {
     return invalid_argument((src / "model_index.json").string() + " names no transformer");
   }
-  QS_ASSIGN_OR_RETURN(json config, io::read_json((transformer / "config.json").string()));
+  QS_ASSIGN_OR_RETURN(json config, read_json((transformer / "config.json").string()));
   if (!config.is_object())
     return invalid_argument(transformer.string() + "/config.json: not an object");
   if (config.contains("quantization_config") ||
@@ -108,9 +109,9 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& o, const Progre
   QS_RETURN_IF_ERROR(export_weights(ckpt, base, kFluxBlocks, o, plan, &none,
                                     out_transformer.string(), progress, cancelled, &summary));
   config["quantization_config"] = plan.quantization_config;
-  QS_RETURN_IF_ERROR(io::write_json((out_transformer / "config.json").string(), config));
-  QS_RETURN_IF_ERROR(io::write_json((out_transformer / "quantization_config.json").string(),
-                                    plan.quantization_config));
+  QS_RETURN_IF_ERROR(write_json((out_transformer / "config.json").string(), config));
+  QS_RETURN_IF_ERROR(write_json((out_transformer / "quantization_config.json").string(),
+                                plan.quantization_config));
   if (cancelled && cancelled()) return io_error("interrupted; " + o.output_dir + " left as it was");
   QS_RETURN_IF_ERROR(out.commit());
 

@@ -2,8 +2,8 @@
 // of its threads at once and wakes whichever one the condition variable picks, so with the
 // max-num-seqs + 16 threads a server needs for its streams, every request lands on a thread
 // that may never have run one: each touches its own stack and its own malloc arena, and
-// resident memory climbs for as long as untouched threads remain (the soak of
-// docs/benchmarks.md: +16 MiB against 24 threads, and still rising after minutes). This queue
+// resident memory climbs for as long as untouched threads remain (scripts/soak.py, 2026-12-02:
+// +16 MiB against 24 threads, and still rising after minutes). This queue
 // starts threads only when no idle one is left (up to the cap) and hands a job to the thread
 // that went idle last, so the threads in use, and the memory they touch, follow the peak
 // concurrency the server has seen.

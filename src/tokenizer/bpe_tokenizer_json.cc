@@ -3,8 +3,8 @@
 // refused with Unimplemented rather than loaded approximately.
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "core/mmap_file.h"
-#include "io/checkpoint.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/json_node.h"
 
@@ -73,7 +73,7 @@ Status add_pretokenizer(const json& j, const std::string& where, Pretokenizer* p
                        ": Split pre_tokenizer needs pattern {\"Regex\": ...} or "
                        "{\"String\": ...}");
     }
-    const std::string behavior = io::json_string_or(j, "behavior", "Isolated");
+    const std::string behavior = json_string_or(j, "behavior", "Isolated");
     SplitBehavior b;
     if (behavior == "Isolated") {
       b = SplitBehavior::kIsolated;

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_eval.h"
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_eval.h"
+#include "template/jinja_parser.h"
 
 namespace qs::tok {
 namespace {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
-#include "tokenizer/jinja_eval.h"
+#include "template/jinja_eval.h"
 
 namespace qs::tok {
 

@@ -10,8 +10,8 @@
 #include <limits>
 #include <sstream>
 
+#include "core/json.h"
 #include "core/limits.h"
-#include "io/checkpoint.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer/utf8_nfc.h"
@@ -78,10 +78,10 @@ Result<std::unique_ptr<ClipTokenizer>> ClipTokenizer::load(const std::string& di
   std::vector<std::pair<std::string, std::string>> merges;
   const fs::path json_path = fs::path(dir) / "tokenizer.json";
   if (fs::exists(json_path)) {
-    QS_ASSIGN_OR_RETURN(nlohmann::json j, io::read_json(json_path.string()));
+    QS_ASSIGN_OR_RETURN(nlohmann::json j, read_json(json_path.string()));
     const std::string where = json_path.string();
     if (!j.is_object() || !j.contains("model") || !j["model"].is_object() ||
-        io::json_string_or(j["model"], "type", "") != "BPE" || !j["model"].contains("vocab") ||
+        json_string_or(j["model"], "type", "") != "BPE" || !j["model"].contains("vocab") ||
         !j["model"]["vocab"].is_object() || !j["model"].contains("merges") ||
         !j["model"]["merges"].is_array()) {
       return data_loss(where + ": not a BPE tokenizer.json with vocab and merges");
@@ -109,7 +109,7 @@ Result<std::unique_ptr<ClipTokenizer>> ClipTokenizer::load(const std::string& di
     if (!fs::exists(vocab_path) || !fs::exists(merges_path)) {
       return not_found(dir + ": no tokenizer.json, nor vocab.json + merges.txt");
     }
-    QS_ASSIGN_OR_RETURN(nlohmann::json v, io::read_json(vocab_path.string()));
+    QS_ASSIGN_OR_RETURN(nlohmann::json v, read_json(vocab_path.string()));
     if (!v.is_object()) return data_loss(vocab_path.string() + ": not an object");
     for (const auto& [piece, id] : v.items()) {
       QS_RETURN_IF_ERROR(add_vocab(vocab_path.string(), piece, id, &t->vocab_));

@@ -4,8 +4,8 @@
 // Special tokens and BOS/EOS come from tokenizer_config.json / special_tokens_map.json.
 #include <filesystem>
 
+#include "core/json.h"
 #include "core/log.h"
-#include "io/checkpoint.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/sentencepiece_model.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
@@ -59,7 +59,7 @@ Status apply_config(BpeTokenizer& t, const TokenizerConfig& config, const std::s
 Result<std::unique_ptr<Tokenizer>> from_tokenizer_json(const std::string& path,
                                                        const TokenizerConfig& config,
                                                        const std::string& dir) {
-  QS_ASSIGN_OR_RETURN(nlohmann::json j, io::read_json(path));
+  QS_ASSIGN_OR_RETURN(nlohmann::json j, read_json(path));
   if (is_spm_style_tokenizer_json(j)) {
     QS_ASSIGN_OR_RETURN(std::unique_ptr<SentencePieceTokenizer> t,
                         SentencePieceTokenizer::from_hf_json(j, config, path));

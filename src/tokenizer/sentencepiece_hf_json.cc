@@ -4,7 +4,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "io/checkpoint.h"
+#include "core/json.h"
 #include "tokenizer/json_node.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -208,7 +208,7 @@ Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::from_hf_
   const std::string unk = model.contains("unk_token") && model["unk_token"].is_string()
                               ? model["unk_token"].get<std::string>()
                               : "";
-  const bool byte_fallback = io::json_bool_or(model, "byte_fallback", false);
+  const bool byte_fallback = json_bool_or(model, "byte_fallback", false);
   std::unique_ptr<SentencePieceTokenizer> t(new SentencePieceTokenizer());
   t->pieces_.resize(vocab->size());
   std::vector<bool> filled(vocab->size(), false);
@@ -241,8 +241,8 @@ Result<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::from_hf_
   }
 
   t->byte_fallback_ = byte_fallback;
-  t->fuse_unk_ = io::json_bool_or(model, "fuse_unk", false);
-  t->ignore_merges_ = io::json_bool_or(model, "ignore_merges", false);
+  t->fuse_unk_ = json_bool_or(model, "fuse_unk", false);
+  t->ignore_merges_ = json_bool_or(model, "ignore_merges", false);
   t->add_dummy_prefix_ = text.dummy_prefix;
   t->prefix_every_run_ = text.prefix_every_run;
   t->prefix_only_if_missing_ = text.prefix_only_if_missing;

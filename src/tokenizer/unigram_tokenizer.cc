@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <limits>
 
+#include "core/json.h"
 #include "core/limits.h"
-#include "io/checkpoint.h"
 #include "tokenizer/json_node.h"
 #include "tokenizer/utf8.h"
 
@@ -25,7 +25,7 @@ constexpr size_t kMaxPieceBytes = 1024;
 
 Result<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::load(const std::string& dir) {
   const std::string where = (fs::path(dir) / "tokenizer.json").string();
-  QS_ASSIGN_OR_RETURN(nlohmann::json j, io::read_json(where));
+  QS_ASSIGN_OR_RETURN(nlohmann::json j, read_json(where));
   if (!j.is_object() || node_type(j["model"]) != "Unigram" || !j["model"].contains("vocab") ||
       !j["model"]["vocab"].is_array()) {
     return data_loss(where + ": not a Unigram tokenizer.json with a vocab list");
@@ -84,8 +84,8 @@ Result<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::load(const std::stri
     if (node_type(n) == "Precompiled") {
       t->ascii_only_ = true;
     } else if (node_type(n) == "Replace" && n.contains("pattern") && n["pattern"].is_object() &&
-               io::json_string_or(n["pattern"], "Regex", "") == " {2,}" &&
-               io::json_string_or(n, "content", "") == " ") {
+               json_string_or(n["pattern"], "Regex", "") == " {2,}" &&
+               json_string_or(n, "content", "") == " ") {
       t->collapse_spaces_ = true;
     } else {
       return unimplemented(where + ": normalizer " + n.dump().substr(0, 80) + " is not supported");
@@ -101,10 +101,9 @@ Result<std::unique_ptr<UnigramTokenizer>> UnigramTokenizer::load(const std::stri
   }
   for (const auto& p : pre_steps) {
     const std::string type = node_type(p);
-    const bool ok =
-        type == "WhitespaceSplit" ||
-        (type == "Metaspace" && io::json_string_or(p, "replacement", "") == kMetaspace &&
-         io::json_string_or(p, "prepend_scheme", "always") == "always");
+    const bool ok = type == "WhitespaceSplit" ||
+                    (type == "Metaspace" && json_string_or(p, "replacement", "") == kMetaspace &&
+                     json_string_or(p, "prepend_scheme", "always") == "always");
     if (!ok) return unimplemented(where + ": pre_tokenizer " + p.dump() + " is not supported");
   }
   auto id_of = [&](std::string_view piece) -> Result<int32_t> {

@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja_eval.h"
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_eval.h"
+#include "template/jinja_parser.h"
 
 namespace qs::jinja {
 namespace {

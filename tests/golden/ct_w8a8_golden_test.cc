@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "../common/golden_fixtures.h"
+#include "core/json.h"
 #include "core/thread_pool.h"
 #include "engine/kv_cache.h"
 #include "io/checkpoint.h"
@@ -49,7 +50,7 @@ class CtW8A8Golden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CtW8A8Golden, ActivationsAsDeclaredMatchTheTool) {
   const fs::path dir = kFixtures / GetParam();
-  auto ref_r = io::read_json((dir / "reference.json").string());
+  auto ref_r = read_json((dir / "reference.json").string());
   ASSERT_TRUE(ref_r.ok()) << ref_r.status().to_string();
   const nlohmann::json ref = std::move(*ref_r);
   auto model_r = models::Model::load(dir.string());

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "core/json.h"
 #include "diffusion/component.h"
 #include "diffusion/flux_pipeline.h"
 #include "diffusion/tiny_autoencoder.h"
@@ -40,11 +41,11 @@ class FluxTinyVae : public ::testing::Test {
     // The transformer at 128 packed channels: the fixture's weights where the shapes agree,
     // small random ones for x_embedder and proj_out.
     const fs::path t = pipe_ / "transformer";
-    auto config = io::read_json((t / "config.json").string());
+    auto config = read_json((t / "config.json").string());
     ASSERT_TRUE(config.ok());
     (*config)["in_channels"] = 128;
     (*config)["out_channels"] = 128;
-    ASSERT_TRUE(io::write_json((t / "config.json").string(), *config).ok());
+    ASSERT_TRUE(write_json((t / "config.json").string(), *config).ok());
     auto source =
         io::Checkpoint::open(testing::kFluxPipeline + "/transformer", "diffusion_pytorch_model");
     ASSERT_TRUE(source.ok());
@@ -70,13 +71,13 @@ class FluxTinyVae : public ::testing::Test {
     ASSERT_TRUE(
         io::write_safetensors((t / "diffusion_pytorch_model.safetensors").string(), tensors).ok());
     const fs::path v = pipe_ / "vae" / "config.json";
-    auto vae = io::read_json(v.string());
+    auto vae = read_json(v.string());
     ASSERT_TRUE(vae.ok());
     (*vae)["latent_channels"] = 32;
     (*vae)["block_out_channels"] = {8, 16, 16, 16};
     (*vae)["down_block_types"] = std::vector<std::string>(4, "DownEncoderBlock2D");
     (*vae)["up_block_types"] = std::vector<std::string>(4, "UpDecoderBlock2D");
-    ASSERT_TRUE(io::write_json(v.string(), *vae).ok());
+    ASSERT_TRUE(write_json(v.string(), *vae).ok());
   }
   void TearDown() override { fs::remove_all(dir_); }
 

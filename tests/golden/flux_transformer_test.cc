@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/json.h"
 #include "diffusion/flux_transformer.h"
 #include "flux_reference.h"
 
@@ -63,17 +64,17 @@ TEST(FluxTransformer, RejectsBadConfigsAndInputs) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   fs::copy(testing::kFluxPipeline + "/transformer", dir, fs::copy_options::recursive);
-  auto cfg = io::read_json((dir / "config.json").string());
+  auto cfg = read_json((dir / "config.json").string());
   ASSERT_TRUE(cfg.ok());
   (*cfg)["joint_attention_dim"] = 48;
-  ASSERT_TRUE(io::write_json((dir / "config.json").string(), *cfg).ok());
+  ASSERT_TRUE(write_json((dir / "config.json").string(), *cfg).ok());
   auto bad = diffusion::FluxTransformer::load(dir.string());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("context_embedder.weight"), std::string::npos)
       << bad.status().message();
   (*cfg)["joint_attention_dim"] = 32;
   (*cfg)["axes_dims_rope"] = {4, 4, 4};
-  ASSERT_TRUE(io::write_json((dir / "config.json").string(), *cfg).ok());
+  ASSERT_TRUE(write_json((dir / "config.json").string(), *cfg).ok());
   bad = diffusion::FluxTransformer::load(dir.string());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("axes_dims_rope"), std::string::npos);

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "core/json.h"
 #include "diffusion/component.h"
 #include "diffusion/flux_transformer.h"
 #include "diffusion/pipeline_memory.h"
@@ -64,7 +65,7 @@ TEST_F(FluxW4A16, WritesAnAutoRoundTransformerAndCarriesTheRest) {
   // stay 16-bit, as auto-round leaves them.
   EXPECT_NE(summary_.find("| 20 | 10 |"), std::string::npos) << summary_;
   EXPECT_NE(summary_.find("kept 16-bit (outside the blocks): 10 layers"), std::string::npos);
-  auto config = io::read_json(quantized_ + "/transformer/config.json");
+  auto config = read_json(quantized_ + "/transformer/config.json");
   ASSERT_TRUE(config.ok());
   const auto& qc = (*config)["quantization_config"];
   EXPECT_EQ(qc["quant_method"], "auto-round");

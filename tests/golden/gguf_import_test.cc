@@ -13,11 +13,11 @@
 #include <gtest/gtest.h>
 
 #include "../common/engine_runner.h"
+#include "importers/gguf_import.h"
+#include "importers/gguf_tokenizer.h"
 #include "io/checkpoint.h"
 #include "io/gguf.h"
-#include "io/gguf_import.h"
 #include "models/model.h"
-#include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs {
@@ -72,8 +72,8 @@ TEST(GgufImport, Stories260KMatchesTheShippedCheckpoint) {
   EXPECT_EQ(gguf->version(), 3u);
   EXPECT_EQ(gguf->tensors().size(), 48u);
   const fs::path out = temp_dir("stories");
-  ASSERT_TRUE(io::import_gguf_weights(*gguf, out.string(), DType::kF32).ok());
-  ASSERT_TRUE(tok::import_gguf_tokenizer(*gguf, out.string()).ok());
+  ASSERT_TRUE(importers::import_gguf_weights(*gguf, out.string(), DType::kF32).ok());
+  ASSERT_TRUE(importers::import_gguf_tokenizer(*gguf, out.string()).ok());
 
   // Every tensor of the shipped HF checkpoint (made from the llama2.c .bin) is bit-identical;
   // the GGUF also stores output.weight, a copy of the embedding.
@@ -111,13 +111,13 @@ void expect_vocab_fixtures(const std::string& stem) {
   ASSERT_TRUE(gguf.ok()) << gguf.status().to_string();
   const fs::path out = temp_dir("vocab");
   // Vocabulary-only files have no weights to import: an error naming why, nothing written.
-  Status weights = io::import_gguf_weights(*gguf, out.string(), DType::kBF16);
+  Status weights = importers::import_gguf_weights(*gguf, out.string(), DType::kBF16);
   EXPECT_FALSE(weights.ok());
   EXPECT_TRUE(weights.message().find("only 'llama'") != std::string::npos ||
               weights.message().find("no tensor 'token_embd.weight'") != std::string::npos)
       << weights.message();
   EXPECT_FALSE(fs::exists(out / "model.safetensors"));
-  ASSERT_TRUE(tok::import_gguf_tokenizer(*gguf, out.string()).ok());
+  ASSERT_TRUE(importers::import_gguf_tokenizer(*gguf, out.string()).ok());
   auto tok = tok::load_tokenizer(out.string());
   ASSERT_TRUE(tok.ok()) << tok.status().to_string();
   const std::string inp = slurp(base + ".inp");

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "../common/golden_fixtures.h"
+#include "core/json.h"
 #include "engine/kv_cache.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
@@ -42,7 +43,7 @@ class HfLogits : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfLogits, PromptAndGreedyLogitsMatchTransformers) {
   const fs::path dir = kFixtures / GetParam();
-  auto ref = io::read_json((dir / "reference.json").string());
+  auto ref = read_json((dir / "reference.json").string());
   ASSERT_TRUE(ref.ok()) << ref.status().to_string();
   auto model = models::Model::load(dir.string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
@@ -106,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HfLogits, ::testing::ValuesIn(fixture_names()
 TEST(HfLogitsFixtures, EveryFamilyHasAFixture) {
   std::set<std::string> architectures;
   for (const auto& name : fixture_names()) {
-    auto config = io::read_json((kFixtures / name / "config.json").string());
+    auto config = read_json((kFixtures / name / "config.json").string());
     ASSERT_TRUE(config.ok());
     architectures.insert((*config)["architectures"][0].get<std::string>());
   }

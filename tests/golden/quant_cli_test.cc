@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "core/json.h"
 #include "formats/layouts.h"
 #include "io/checkpoint.h"
 #include "io/quant_config.h"
@@ -78,7 +79,7 @@ class QuantCli : public ::testing::Test {
 void expect_rtn_of(const std::string& qdir, const std::string& ref_dir, const std::string& module,
                    formats::Layout layout, int bits, bool sym) {
   SCOPED_TRACE(qdir + " " + module);
-  auto config = io::read_json(qdir + "/config.json");
+  auto config = read_json(qdir + "/config.json");
   ASSERT_TRUE(config.ok());
   auto quant = io::load_quant_config(qdir, *config);
   ASSERT_TRUE(quant.ok()) << quant.status().to_string();

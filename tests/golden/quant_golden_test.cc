@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "../common/golden_fixtures.h"
+#include "core/json.h"
 #include "core/thread_pool.h"
 #include "engine/kv_cache.h"
 #include "formats/layouts.h"
@@ -42,7 +43,7 @@ class QuantGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     dir_ = kFixtures / GetParam();
-    auto ref = io::read_json((dir_ / "reference.json").string());
+    auto ref = read_json((dir_ / "reference.json").string());
     ASSERT_TRUE(ref.ok()) << ref.status().to_string();
     ref_ = std::move(*ref);
     auto model = models::Model::load(dir_.string());
@@ -295,7 +296,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, QuantGolden, ::testing::ValuesIn(fixture_name
 TEST(QuantGoldenFixtures, EveryFormatIsCovered) {
   std::set<std::string> kinds;
   for (const auto& name : fixture_names()) {
-    auto ref = io::read_json((kFixtures / name / "reference.json").string());
+    auto ref = read_json((kFixtures / name / "reference.json").string());
     ASSERT_TRUE(ref.ok()) << ref.status().to_string();
     const auto& qc = (*ref)["quantization_config"];
     const std::string format = qc.contains("packing_format")

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../unit/model_random_checkpoint.h"
+#include "core/json.h"
 #include "engine/kv_cache.h"
 #include "formats/layouts.h"
 #include "formats/rtn.h"
@@ -123,10 +124,10 @@ void write_quantized(const std::string& dense_dir, json config, const json& qc,
     formats::dequantize(as_read, deq.data());
     ref.emplace_back(name, Tensor::from_f32(DType::kF32, {n, k}, deq));
   }
-  ASSERT_TRUE(io::write_json(ref_dir + "/config.json", config).ok());
+  ASSERT_TRUE(write_json(ref_dir + "/config.json", config).ok());
   ASSERT_TRUE(io::write_checkpoint(ref_dir, ref).ok());
   config["quantization_config"] = qc;
-  ASSERT_TRUE(io::write_json(quant_dir + "/config.json", config).ok());
+  ASSERT_TRUE(write_json(quant_dir + "/config.json", config).ok());
   ASSERT_TRUE(io::write_checkpoint(quant_dir, quant).ok());
 }
 
@@ -299,12 +300,12 @@ class QuantModelErrors : public QuantModel {
     const std::string ref = scratch_dir("quant_model_err_ref");
     write_quantized(dense_dir_, tiny_llama(), int_config(io::ExportFormat::kAutoRound, 4, 32, true),
                     dir_, ref);
-    auto config = io::read_json(dir_ + "/config.json");
+    auto config = read_json(dir_ + "/config.json");
     ASSERT_TRUE(config.ok());
     config_ = *config;
   }
   void set_config(const json& config) {
-    ASSERT_TRUE(io::write_json(dir_ + "/config.json", config).ok());
+    ASSERT_TRUE(write_json(dir_ + "/config.json", config).ok());
   }
   // Rewrites the checkpoint without `drop` (and with `replace` swapped in, if named).
   void edit_tensors(const std::string& drop, const std::string& replace = "",

@@ -11,6 +11,7 @@
 
 #include "../common/engine_runner.h"
 #include "../common/shared_data.h"
+#include "core/json.h"
 #include "engine/engine.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
@@ -23,8 +24,8 @@ const std::string kModelDir = std::string(QS_SOURCE_DIR) + "/models/stories260K"
 constexpr int kNewTokens = 200;
 
 std::string expected_stdout() {
-  auto ref = io::read_json(::qs::testing::shared_data_dir() +
-                           "/reference/llama2c_stories260K_expected.json");
+  auto ref =
+      read_json(::qs::testing::shared_data_dir() + "/reference/llama2c_stories260K_expected.json");
   EXPECT_TRUE(ref.ok()) << ref.status().to_string();
   return ref.ok() ? (*ref)["expected_stdout"].get<std::string>() : "";
 }
@@ -234,11 +235,11 @@ TEST(Stories260K, KvCacheLargerThanMemoryIsAnError) {
   for (const auto& e : fs::directory_iterator(kModelDir)) {
     fs::copy_file(e.path(), dir / e.path().filename());
   }
-  auto config = io::read_json((dir / "config.json").string());
+  auto config = read_json((dir / "config.json").string());
   ASSERT_TRUE(config.ok());
   (*config)["max_position_embeddings"] = int64_t{1} << 30;
   fs::remove(dir / "config.json");
-  ASSERT_TRUE(io::write_json((dir / "config.json").string(), *config).ok());
+  ASSERT_TRUE(write_json((dir / "config.json").string(), *config).ok());
   int code = -1;
   const std::string err = run_command(std::string(QS_BINARY) + " generate --model " + dir.string() +
                                           " --max-tokens 2147483647 2>&1",
@@ -257,13 +258,13 @@ TEST(Stories260K, ChatFlagUsesTheChatTemplate) {
   for (const auto& e : fs::directory_iterator(kModelDir)) {
     fs::copy_file(e.path(), dir / e.path().filename());
   }
-  auto config = io::read_json((dir / "tokenizer_config.json").string());
+  auto config = read_json((dir / "tokenizer_config.json").string());
   ASSERT_TRUE(config.ok());
   (*config)["chat_template"] =
       "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
       "{% if add_generation_prompt %} The end.{% endif %}";
   fs::remove(dir / "tokenizer_config.json");
-  ASSERT_TRUE(io::write_json((dir / "tokenizer_config.json").string(), *config).ok());
+  ASSERT_TRUE(write_json((dir / "tokenizer_config.json").string(), *config).ok());
 
   Loaded l = load(dir.string());
   ASSERT_TRUE(l.model && l.tokenizer);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/shared_data.h"
+#include "core/json.h"
 #include "core/mmap_file.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/tiktoken.h"

@@ -18,11 +18,13 @@
 
 #include "../common/shared_data.h"
 #include "core/mmap_file.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "importers/llama2c_tokenizer.h"
 #include "tokenizer/sentencepiece_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs::tok {
+
+using importers::import_llama2c_tokenizer;
 namespace {
 
 // Every test here reads the shared data.

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/isa_skip.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/ref/gemm_ref.h"
@@ -79,8 +80,7 @@ void check(Isa isa, const Case& c, bool transposed, bool accumulate, int64_t pad
 }
 
 TEST(GemmKernels, EveryIsaMatchesReference) {
-  for (const Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
-    if (!kernels::isa_supported(isa)) continue;
+  for (const Isa isa : testing_util::runnable_isas({Isa::kRef, Isa::kAvx2, Isa::kAvx512})) {
     for (const Case& c : kCases)
       for (const bool transposed : {false, true})
         for (const bool accumulate : {false, true})

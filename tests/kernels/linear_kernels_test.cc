@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/isa_skip.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
@@ -141,8 +142,7 @@ INSTANTIATE_TEST_SUITE_P(AllIsasAndDtypes, LinearKernels,
 
 // Special values pass through: an inf weight gives inf, not a wrong finite number.
 TEST(LinearKernels, InfinityPropagates) {
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
-    if (!kernels::isa_supported(isa)) continue;
+  for (Isa isa : testing_util::runnable_isas({Isa::kAvx2, Isa::kAvx512})) {
     for (int64_t m : {1, 20}) {
       std::vector<float> x(static_cast<size_t>(m * 40), 1.0f), w_values(3 * 40, 0.5f);
       w_values[1 * 40 + 39] = INFINITY;  // row 1, last k: lands in the vector tail

@@ -21,6 +21,7 @@
 #include "kernels/cpu/qlinear_cpu.h"
 #include "kernels/qmatrix.h"
 #include "kernels/ref/qlinear_ref.h"
+#include "ops/qmatrix_pack.h"
 
 namespace qs {
 namespace {
@@ -174,9 +175,9 @@ void run_case(const Case& c, int64_t m, int64_t n, std::mt19937& rng) {
   const std::string what = describe(c, m, n);
   const formats::QuantizedWeight qw =
       random_weight(n, c.k, c.bits, c.group_size, c.zeros, c.act_order, rng);
-  ASSERT_EQ(kernels::qmatrix_unsupported(qw), "") << what;
-  AlignedBuffer wbuf(kernels::qmatrix_bytes(qw));
-  const QMatrixView w = kernels::qmatrix_pack(qw, wbuf.data);
+  ASSERT_EQ(ops::qmatrix_unsupported(qw), "") << what;
+  AlignedBuffer wbuf(ops::qmatrix_bytes(qw));
+  const QMatrixView w = ops::qmatrix_pack(qw, wbuf.data);
   ASSERT_EQ(w.perm != nullptr, c.act_order) << what;
 
   const std::vector<float> x = random_acts(m, c.k, rng);
@@ -264,8 +265,8 @@ TEST_F(QLinearAvx2Test, LongColumnsMatchScalarOracle) {
 TEST_F(QLinearAvx2Test, QuantizeActsEdgeValuesBitExact) {
   std::mt19937 rng(7);
   formats::QuantizedWeight qw = random_weight(4, 160, 4, 32, Zeros::kRandom, false, rng);
-  AlignedBuffer wbuf(kernels::qmatrix_bytes(qw));
-  const QMatrixView w = kernels::qmatrix_pack(qw, wbuf.data);
+  AlignedBuffer wbuf(ops::qmatrix_bytes(qw));
+  const QMatrixView w = ops::qmatrix_pack(qw, wbuf.data);
   const int64_t m = 3;
   std::vector<float> x(static_cast<size_t>(m * w.k));
   for (int64_t c = 0; c < w.k; ++c) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/isa_skip.h"
 #include "core/thread_pool.h"
 #include "formats/quant_scheme.h"
 #include "formats/quantized_weight.h"
@@ -22,6 +23,7 @@
 #include "kernels/ref/qlinear_bf16act_ref.h"
 #include "kernels/ref/qlinear_ref.h"
 #include "ops/linear.h"
+#include "ops/qmatrix_pack.h"
 #include "ops/quant_matrix.h"
 
 namespace qs {
@@ -91,9 +93,11 @@ class Bf16Act : public ::testing::TestWithParam<Spec> {};
 TEST_P(Bf16Act, KernelMatchesOracleAndOracleIsNearExact) {
   const Spec s = GetParam();
   const QuantizedWeight qw = random_weight(s, 7);
-  ASSERT_EQ(kernels::qmatrix_unsupported(qw), "");
-  Buffer wbuf = aligned_buffer(kernels::qmatrix_bytes(qw));
-  const QMatrixView w = kernels::qmatrix_pack(qw, wbuf.get());
+  ASSERT_EQ(ops::qmatrix_unsupported(qw), "");
+  Buffer wbuf = aligned_buffer(ops::qmatrix_bytes(qw));
+  const QMatrixView w = ops::qmatrix_pack(qw, wbuf.get());
+  const bool simd_runs = kernels::cpu::bf16act_supported();
+  if (!simd_runs) testing_util::note_isa_skip("avx512_bf16 + avx512_vbmi (the SIMD kernel)");
   for (int64_t m : {1, 2, 3, 4, 9}) {
     const std::vector<float> x = random_x(m, s.k, 11 + static_cast<uint32_t>(m));
     Buffer abuf = aligned_buffer(kernels::bf16_acts_bytes(w, m));
@@ -117,7 +121,7 @@ TEST_P(Bf16Act, KernelMatchesOracleAndOracleIsNearExact) {
             << "m=" << m << " row " << i << " col " << j;
       }
     }
-    if (!kernels::cpu::bf16act_supported()) continue;
+    if (!simd_runs) continue;  // the oracle's own checks above still ran
     // Column ranges that do not start at 0, as threads split them.
     kernels::cpu::qlinear_bf16act_avx512(w, a, bias.data(), 0, s.n / 2, simd.data());
     kernels::cpu::qlinear_bf16act_avx512(w, a, bias.data(), s.n / 2, s.n, simd.data());
@@ -166,8 +170,8 @@ TEST(Bf16Act, OpsLinearFollowsTheSetting) {
   ops::set_activation_precision(ops::ActivationPrecision::kBf16);
   ASSERT_TRUE(ops::linear(x.data(), m, lw, nullptr, y_bf16.data(), pool).ok());
   ops::set_activation_precision(before);
-  Buffer wbuf = aligned_buffer(kernels::qmatrix_bytes(qw));
-  const QMatrixView w = kernels::qmatrix_pack(qw, wbuf.get());
+  Buffer wbuf = aligned_buffer(ops::qmatrix_bytes(qw));
+  const QMatrixView w = ops::qmatrix_pack(qw, wbuf.get());
   kernels::ref::qlinear_exact(w, x.data(), m, 0, s.n, exact.data());
   double err_int8 = 0, err_bf16 = 0;
   for (size_t t = 0; t < exact.size(); ++t) {
@@ -212,8 +216,8 @@ TEST(Bf16Act, DeclaredActsSimdEqualsScalarBitForBit) {
   for (const Spec& sp : {Spec{16, 200, 8, 64, false, true}, Spec{16, 256, 8, 64, false, true},
                          Spec{16, 72, 4, 32, false, true}}) {
     const QuantizedWeight qw = random_weight(sp, 5);
-    Buffer wbuf = aligned_buffer(kernels::qmatrix_bytes(qw));
-    const QMatrixView w = kernels::qmatrix_pack(qw, wbuf.get());
+    Buffer wbuf = aligned_buffer(ops::qmatrix_bytes(qw));
+    const QMatrixView w = ops::qmatrix_pack(qw, wbuf.get());
     const int64_t m = 4;
     std::vector<float> x = random_x(m, sp.k, 9);
     // Ties under the static scales 0.125 and 1 + 2^-8: e4m3 mantissa ties 1.0625 and 1.1875,
@@ -233,9 +237,9 @@ TEST(Bf16Act, DeclaredActsSimdEqualsScalarBitForBit) {
         std::memset(b0.get(), 0xAB, bytes);
         std::memset(b1.get(), 0xCD, bytes);
         const kernels::Bf16ActsView a0 = kernels::prepare_declared_bf16_acts(
-            w, act, static_scale, static_zero, x.data(), m, b0.get());
+            w, ops::act_quant_of(act), static_scale, static_zero, x.data(), m, b0.get());
         const kernels::Bf16ActsView a1 = kernels::cpu::prepare_declared_bf16_acts_avx512(
-            w, act, static_scale, static_zero, x.data(), m, b1.get());
+            w, ops::act_quant_of(act), static_scale, static_zero, x.data(), m, b1.get());
         const std::string what = act.describe() + " k=" + std::to_string(sp.k) +
                                  " static_scale=" + std::to_string(static_scale);
         ASSERT_EQ(std::memcmp(a0.x, a1.x, m * w.k_pad * 2), 0) << what;

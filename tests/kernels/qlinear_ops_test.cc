@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/isa_skip.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -66,11 +67,7 @@ formats::QuantScheme scheme_of(const QuantizedWeight& w) {
 }
 
 std::vector<Isa> supported_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
-    if (kernels::isa_supported(isa)) isas.push_back(isa);
-  }
-  return isas;
+  return testing_util::runnable_isas({Isa::kRef, Isa::kAvx2, Isa::kAvx512});
 }
 
 struct Case {

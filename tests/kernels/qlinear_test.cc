@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/isa_skip.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -23,6 +24,7 @@
 #include "kernels/ref/linear_ref.h"
 #include "kernels/ref/qlinear_ref.h"
 #include "ops/linear.h"
+#include "ops/qmatrix_pack.h"
 #include "ops/quant_matrix.h"
 
 namespace qs {
@@ -106,9 +108,9 @@ struct Packed {
 };
 
 Packed pack(const QuantizedWeight& w) {
-  EXPECT_EQ(kernels::qmatrix_unsupported(w), "");
-  Packed p{aligned_buffer(kernels::qmatrix_bytes(w)), {}};
-  p.view = kernels::qmatrix_pack(w, p.buf.get());
+  EXPECT_EQ(ops::qmatrix_unsupported(w), "");
+  Packed p{aligned_buffer(ops::qmatrix_bytes(w)), {}};
+  p.view = ops::qmatrix_pack(w, p.buf.get());
   return p;
 }
 
@@ -171,11 +173,7 @@ double term_magnitude(const QMatrixView& w, const QActsView& a, int64_t i, int64
 constexpr double kOrderTolerance = 4e-6;
 
 std::vector<Isa> simd_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
-    if (kernels::isa_supported(isa)) isas.push_back(isa);
-  }
-  return isas;
+  return testing_util::runnable_isas({Isa::kAvx2, Isa::kAvx512});
 }
 
 using QKernel = void (*)(const kernels::cpu::QLinearArgs&, int64_t, int64_t);
@@ -222,7 +220,7 @@ void for_each_spec(const Fn& fn) {
 TEST(QMatrix, PacksEveryWidthAndGroupingTheKernelsRun) {
   for_each_spec([](const Shape&, const WeightSpec& spec, uint32_t seed) {
     const QuantizedWeight w = random_weight(spec, seed);
-    ASSERT_EQ(kernels::qmatrix_unsupported(w), "") << label(spec);
+    ASSERT_EQ(ops::qmatrix_unsupported(w), "") << label(spec);
     const Packed p = pack(w);
     EXPECT_EQ(p.view.bits, spec.bits <= 4 ? 4 : 8);
     EXPECT_EQ(p.view.k_pad % 32, 0);
@@ -245,16 +243,16 @@ TEST(QMatrix, ExplainsWhatTheIntKernelsCannotRun) {
   WeightSpec spec{8, 128, 4, 32, false, true};
   QuantizedWeight w = random_weight(spec, 7);
   w.code_type = formats::CodeType::kFp8E4m3;
-  EXPECT_EQ(kernels::qmatrix_unsupported(w), "");  // fp8 packs (bf16-activation kernels)
+  EXPECT_EQ(ops::qmatrix_unsupported(w), "");  // fp8 packs (bf16-activation kernels)
   w.g_idx.assign(128, 0);
-  EXPECT_EQ(kernels::qmatrix_unsupported(w), "fp8 with a g_idx");
+  EXPECT_EQ(ops::qmatrix_unsupported(w), "fp8 with a g_idx");
   w = random_weight({8, 128, 4, 16, false, true}, 7);
-  EXPECT_EQ(kernels::qmatrix_unsupported(w), "group size 16 is not a multiple of 32");
+  EXPECT_EQ(ops::qmatrix_unsupported(w), "group size 16 is not a multiple of 32");
   w = random_weight({8, 128, 4, 32, true, true}, 7);
   std::swap(w.g_idx[0], w.g_idx[1]);  // still equal sizes: runs
-  EXPECT_EQ(kernels::qmatrix_unsupported(w), "");
+  EXPECT_EQ(ops::qmatrix_unsupported(w), "");
   w.g_idx[0] = w.g_idx[0] == 0 ? 1 : 0;  // one group now holds 33 inputs
-  EXPECT_EQ(kernels::qmatrix_unsupported(w), "act-order groups of unequal sizes");
+  EXPECT_EQ(ops::qmatrix_unsupported(w), "act-order groups of unequal sizes");
 }
 
 TEST(QLinear, SimdActivationQuantizationIsBitIdentical) {

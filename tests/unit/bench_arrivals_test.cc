@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "bench/arrivals.h"
+#include "bench_client/arrivals.h"
 
 namespace qs::bench {
 namespace {

@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "bench/dataset.h"
+#include "bench_client/dataset.h"
 
 namespace qs::bench {
 namespace {

@@ -2,7 +2,7 @@
 // functions send (the wire itself is tested end to end in tests/server).
 #include <gtest/gtest.h>
 
-#include "bench/http_stream_client.h"
+#include "bench_client/http_stream_client.h"
 
 namespace qs::bench {
 namespace {

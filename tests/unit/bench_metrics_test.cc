@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/metrics.h"
+#include "bench_client/metrics.h"
 
 namespace qs::bench {
 namespace {

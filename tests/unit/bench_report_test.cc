@@ -4,7 +4,7 @@
 #include <limits>
 #include <sstream>
 
-#include "bench/report.h"
+#include "bench_client/report.h"
 
 namespace qs::bench {
 namespace {

@@ -1,7 +1,7 @@
 // bench: the SSE parser gives the same events however the bytes are split.
 #include <gtest/gtest.h>
 
-#include "bench/sse.h"
+#include "bench_client/sse.h"
 
 namespace qs::bench {
 namespace {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/json.h"
 #include "io/checkpoint.h"
 #include "io/generation_config.h"
 

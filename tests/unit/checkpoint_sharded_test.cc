@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/json.h"
 #include "io/checkpoint.h"
 
 namespace qs::io {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/json.h"
 #include "io/checkpoint.h"
 #include "io/generation_config.h"
 #include "io/quant_config.h"
@@ -103,7 +104,7 @@ TEST(HostileConfig, JsonNumberOverflowIsAnErrorNotAnException) {
   // parse_error) for 1e999, which escaped read_json and aborted the CLI.
   const std::string path = ::testing::TempDir() + "/qs_overflow.json";
   std::ofstream(path) << R"({"eos_token_id": 1e999})";
-  auto j = io::read_json(path);
+  auto j = read_json(path);
   ASSERT_FALSE(j.ok());
   EXPECT_TRUE(has(j.status().message(), path + ": invalid JSON")) << j.status().message();
   EXPECT_TRUE(has(j.status().message(), "number overflow")) << j.status().message();

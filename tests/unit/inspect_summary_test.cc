@@ -2,6 +2,7 @@
 // of a sharded mixed-dtype checkpoint built in a temp dir, the hyper-parameters echoed from
 // config.json, the errors for a missing or broken config.json, and the built binary's text
 // and --json output on the same directory.
+#include "core/json.h"
 #include "io/checkpoint_summary.h"
 
 #include <gtest/gtest.h>

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "core/limits.h"
-#include "tokenizer/jinja_eval.h"
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_eval.h"
+#include "template/jinja_parser.h"
 
 namespace qs::jinja {
 namespace {

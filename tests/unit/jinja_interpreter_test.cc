@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tokenizer/jinja_eval.h"
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_eval.h"
+#include "template/jinja_parser.h"
 
 namespace qs::jinja {
 namespace {

@@ -3,7 +3,8 @@
 // out here from HF's `permute`, independently of the importer), and attention scores computed
 // llama2.c-style (interleaved RoPE on the original weights) equal HF-style scores (rotate-half
 // on the imported weights). On synthetic files: the unshared classifier and header/size errors.
-#include "io/llama2c_import.h"
+#include "importers/llama2c_import.h"
+#include "core/json.h"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +24,9 @@
 #include "io/generation_config.h"
 
 namespace qs::io {
+
+using importers::import_llama2c_weights;
+using importers::read_llama2c_config;
 namespace {
 
 namespace fs = std::filesystem;

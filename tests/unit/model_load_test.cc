@@ -3,6 +3,7 @@
 // give errors that name the file, the tensor and both shapes.
 #include <gtest/gtest.h>
 
+#include "core/json.h"
 #include "engine/kv_cache.h"
 #include "model_random_checkpoint.h"
 #include "models/model.h"
@@ -60,7 +61,7 @@ TEST(ModelLoad, MissingQwen3NormsAreReported) {
   write_random_checkpoint(dir, tiny_config("Qwen2ForCausalLM"));
   auto config = tiny_config("Qwen3ForCausalLM");
   config["head_dim"] = 8;
-  ASSERT_TRUE(io::write_json(dir + "/config.json", config).ok());
+  ASSERT_TRUE(write_json(dir + "/config.json", config).ok());
   auto m = Model::load(dir);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("self_attn.q_norm.weight' is missing"), std::string::npos)
@@ -71,7 +72,7 @@ TEST(ModelLoad, UnknownArchitectureNamesTheConfigFile) {
   const std::string dir = fresh_dir("arch");
   write_random_checkpoint(dir, tiny_config("LlamaForCausalLM"));
   auto config = tiny_config("FalconForCausalLM");
-  ASSERT_TRUE(io::write_json(dir + "/config.json", config).ok());
+  ASSERT_TRUE(write_json(dir + "/config.json", config).ok());
   auto m = Model::load(dir);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("config.json"), std::string::npos);

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
 #include "io/checkpoint.h"
 #include "models/model_config.h"
 
@@ -51,7 +52,7 @@ struct CheckpointEdits {
 inline void write_random_checkpoint(const std::string& dir, const nlohmann::json& config,
                                     DType dtype = DType::kF32, uint32_t seed = 1,
                                     const CheckpointEdits& edits = {}) {
-  ASSERT_TRUE(io::write_json(dir + "/config.json", config).ok());
+  ASSERT_TRUE(write_json(dir + "/config.json", config).ok());
   auto parsed = models::parse_model_config(config);
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   std::mt19937 rng(seed);

@@ -10,11 +10,14 @@
 #include <string>
 
 #include "core/mmap_file.h"
-#include "tokenizer/llama2c_tokenizer.h"
+#include "importers/llama2c_tokenizer.h"
 #include "tokenizer/sentencepiece_model.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 
 namespace qs::tok {
+
+using importers::import_llama2c_tokenizer;
+using importers::read_llama2c_tokenizer;
 namespace {
 
 namespace fs = std::filesystem;

@@ -19,7 +19,7 @@ void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const f
 
 // prepare_declared_bf16_acts on AVX-512 (needs bf16act_supported()): the same bytes, gsum and
 // gscale, bit for bit.
-Bf16ActsView prepare_declared_bf16_acts_avx512(const QMatrixView& w, const formats::ActScheme& act,
+Bf16ActsView prepare_declared_bf16_acts_avx512(const QMatrixView& w, const ActQuant& act,
                                                float static_scale, int32_t static_zero,
                                                const float* x, int64_t m, void* buf);
 

@@ -305,7 +305,7 @@ void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const f
   }
 }
 
-Bf16ActsView prepare_declared_bf16_acts_avx512(const QMatrixView& w, const formats::ActScheme& act,
+Bf16ActsView prepare_declared_bf16_acts_avx512(const QMatrixView& w, const ActQuant& act,
                                                float static_scale, int32_t static_zero,
                                                const float* x, int64_t m, void* buf) {
   // Act-order inputs are gathered: rare with W8A8, left to the scalar version.
@@ -313,7 +313,7 @@ Bf16ActsView prepare_declared_bf16_acts_avx512(const QMatrixView& w, const forma
     return prepare_declared_bf16_acts(w, act, static_scale, static_zero, x, m, buf);
   }
   const DeclaredActsBuffers out = declared_bf16_acts_buffers(w, m, buf);
-  const bool fp8 = act.type == formats::ActType::kFp8;
+  const bool fp8 = act.type == ActQuant::kFp8;
   const int64_t span = declared_act_span(w, act);
   const bool aligned = declared_acts_aligned(w, act);
   auto mask = [](int64_t left) {

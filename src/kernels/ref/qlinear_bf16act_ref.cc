@@ -83,20 +83,18 @@ DeclaredActsBuffers declared_bf16_acts_buffers(const QMatrixView& w, int64_t m, 
   return b;
 }
 
-int64_t declared_act_span(const QMatrixView& w, const formats::ActScheme& act) {
-  return act.strategy == formats::ActStrategy::kGroup && act.group_size > 0
-             ? std::min(act.group_size, w.k)
-             : w.k;
+int64_t declared_act_span(const QMatrixView& w, const ActQuant& act) {
+  return act.strategy == ActQuant::kGroup && act.group_size > 0 ? std::min(act.group_size, w.k)
+                                                                : w.k;
 }
 
-bool declared_acts_aligned(const QMatrixView& w, const formats::ActScheme& act) {
+bool declared_acts_aligned(const QMatrixView& w, const ActQuant& act) {
   const int64_t span = declared_act_span(w, act);
   return span >= w.k || (w.perm == nullptr && w.n_groups > 1 && span == w.group_size);
 }
 
-void declared_act_scale(const formats::ActScheme& act, float lo, float hi, float amax, float* s,
-                        int32_t* z) {
-  if (act.type == formats::ActType::kFp8) {
+void declared_act_scale(const ActQuant& act, float lo, float hi, float amax, float* s, int32_t* z) {
+  if (act.type == ActQuant::kFp8) {
     *s = std::max(amax / 448.0f, 1.0f / (448.0f * 512.0f));
   } else if (act.sym) {
     *s = amax / 127.0f;
@@ -115,11 +113,11 @@ void declared_bf16_group_sums(const QMatrixView& w, const uint16_t* row, float* 
   }
 }
 
-Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const formats::ActScheme& act,
+Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const ActQuant& act,
                                         float static_scale, int32_t static_zero, const float* x,
                                         int64_t m, void* buf) {
   const DeclaredActsBuffers out = declared_bf16_acts_buffers(w, m, buf);
-  const bool fp8 = act.type == formats::ActType::kFp8;
+  const bool fp8 = act.type == ActQuant::kFp8;
   const int64_t span = declared_act_span(w, act);
   const bool aligned = declared_acts_aligned(w, act);
   // One row's grid values and scales in x's order; grow-only, so decode allocates nothing.

@@ -35,7 +35,7 @@ size_t bf16_acts_bytes(const QMatrixView& w, int64_t m);
 Bf16ActsView prepare_bf16_acts(const QMatrixView& w, const float* x, int64_t m, void* buf);
 
 // W8A8 on the bf16-activation kernels: x rounded to the grid the checkpoint declares
-// (formats::ActScheme): e4m3 values of x / s for fp8, q - zero for int8 (integers within
+// (ActQuant): e4m3 values of x / s for fp8, q - zero for int8 (integers within
 // +-255), both exact in bf16, so the products are those of an fp8 tensor core or an int8
 // GEMM; the scales go to gscale. Dynamic scales follow vLLM's kernels: fp8 s = max(amax / 448,
 // 1 / (448 * 512)), int8 s = amax / 127, asymmetric int8 s = (max - min) / 255 with zero
@@ -44,7 +44,7 @@ Bf16ActsView prepare_bf16_acts(const QMatrixView& w, const float* x, int64_t m, 
 // weight, or act-order) each value is stored as bf16(s * value) instead: one more rounding,
 // of 2^-9 relative.
 size_t declared_bf16_acts_bytes(const QMatrixView& w, int64_t m);
-Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const formats::ActScheme& act,
+Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const ActQuant& act,
                                         float static_scale, int32_t static_zero, const float* x,
                                         int64_t m, void* buf);
 
@@ -58,14 +58,13 @@ struct DeclaredActsBuffers {
 };
 DeclaredActsBuffers declared_bf16_acts_buffers(const QMatrixView& w, int64_t m, void* buf);
 // Inputs per activation scale, in x's own order.
-int64_t declared_act_span(const QMatrixView& w, const formats::ActScheme& act);
+int64_t declared_act_span(const QMatrixView& w, const ActQuant& act);
 // Whether each weight group sees one activation scale (it then goes to gscale; otherwise
 // bf16(s * value) is stored).
-bool declared_acts_aligned(const QMatrixView& w, const formats::ActScheme& act);
+bool declared_acts_aligned(const QMatrixView& w, const ActQuant& act);
 // A dynamic scale (and asymmetric int8 zero) from the span's min, max and max |x| (each
 // starting at 0), as vLLM's kernels compute it.
-void declared_act_scale(const formats::ActScheme& act, float lo, float hi, float amax, float* s,
-                        int32_t* z);
+void declared_act_scale(const ActQuant& act, float lo, float hi, float amax, float* s, int32_t* z);
 // gsum[g] for one row of bf16 activations, summed in input order.
 void declared_bf16_group_sums(const QMatrixView& w, const uint16_t* row, float* gsum);
 
