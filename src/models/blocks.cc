@@ -72,4 +72,21 @@ Status mlp_block(const ModelConfig& c, const MlpWeights& w, const float* h, int6
   return ops::linear(s.gate.data(), n_tokens, w.down, bias_or_null(w.b_down), out, pool);
 }
 
+Status decoder_layer(const ModelConfig& c, const DecoderLayerWeights& w, float* x, int64_t n_tokens,
+                     const float* cos, const float* sin, const ops::PagedKvLayer& cache,
+                     std::span<const ops::AttentionSeq> seqs, BlockScratch& s, ThreadPool& pool) {
+  const int64_t n = n_tokens * c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  s.h.resize(n);
+  s.delta.resize(n);
+  ops::rms_norm(x, n_tokens, c.hidden_size, w.attn_norm.data(), eps, s.h.data());
+  QS_RETURN_IF_ERROR(attention_block(c, w.attn, s.h.data(), n_tokens, cos, sin, cache, seqs, s,
+                                     s.delta.data(), pool));
+  ops::add_inplace(x, s.delta.data(), n);
+  ops::rms_norm(x, n_tokens, c.hidden_size, w.mlp_norm.data(), eps, s.h.data());
+  QS_RETURN_IF_ERROR(mlp_block(c, w.mlp, s.h.data(), n_tokens, s, s.delta.data(), pool));
+  ops::add_inplace(x, s.delta.data(), n);
+  return ok_status();
+}
+
 }  // namespace qs::models

@@ -54,6 +54,7 @@ void rope_tables(std::span<const float> inv_freq, std::span<const int32_t> posit
 struct BlockScratch {
   std::vector<float> q, k, v, attn;  // [n_tokens, n_heads|n_kv_heads * head_dim]
   std::vector<float> gate, up;       // [n_tokens, intermediate]
+  std::vector<float> h, delta;       // [n_tokens, hidden]: a norm's output, a block's output
 };
 
 // out = o_proj(attention(rope(norm(q_proj h)), rope(norm(k_proj h)), v_proj h)), writing the
@@ -67,5 +68,13 @@ Status attention_block(const ModelConfig& config, const AttentionWeights& w, con
 // out = down(silu(gate h) * up h).   h, out: [n_tokens, hidden].
 Status mlp_block(const ModelConfig& config, const MlpWeights& w, const float* h, int64_t n_tokens,
                  BlockScratch& scratch, float* out, ThreadPool& pool);
+
+// One decoder layer on the residual stream x [n_tokens, hidden], in place (pre-norm):
+// x += attention_block(rms_norm(x)); x += mlp_block(rms_norm(x)). Model::forward runs it for
+// every layer; the quantizer's block forward (quant/block.h) is tested against it.
+Status decoder_layer(const ModelConfig& config, const DecoderLayerWeights& w, float* x,
+                     int64_t n_tokens, const float* cos, const float* sin,
+                     const ops::PagedKvLayer& cache, std::span<const ops::AttentionSeq> seqs,
+                     BlockScratch& scratch, ThreadPool& pool);
 
 }  // namespace qs::models

@@ -253,7 +253,7 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
   }
 
   // x: [n_tokens, hidden], the residual stream.
-  std::vector<float> x(n_tokens * hidden), h(n_tokens * hidden), delta(n_tokens * hidden);
+  std::vector<float> x(n_tokens * hidden), h(n_tokens * hidden);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int32_t id = batch.token_ids[t];
     if (id < 0 || id >= c.vocab_size) {
@@ -268,14 +268,8 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
   const float eps = static_cast<float>(c.rms_norm_eps);
   BlockScratch scratch;
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    const DecoderLayerWeights& l = layers_[i];
-    ops::rms_norm(x.data(), n_tokens, hidden, l.attn_norm.data(), eps, h.data());
-    QS_RETURN_IF_ERROR(attention_block(c, l.attn, h.data(), n_tokens, cos.data(), sin.data(), kv[i],
-                                       batch.seqs, scratch, delta.data(), pool));
-    ops::add_inplace(x.data(), delta.data(), n_tokens * hidden);
-    ops::rms_norm(x.data(), n_tokens, hidden, l.mlp_norm.data(), eps, h.data());
-    QS_RETURN_IF_ERROR(mlp_block(c, l.mlp, h.data(), n_tokens, scratch, delta.data(), pool));
-    ops::add_inplace(x.data(), delta.data(), n_tokens * hidden);
+    QS_RETURN_IF_ERROR(decoder_layer(c, layers_[i], x.data(), n_tokens, cos.data(), sin.data(),
+                                     kv[i], batch.seqs, scratch, pool));
   }
 
   // Only the rows whose logits are wanted go through the final norm and lm_head.

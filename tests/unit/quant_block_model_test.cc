@@ -1,5 +1,5 @@
 // quant: the tuner's block forward (quant/block.h) computes what the engine's decoder layer
-// (models/blocks.h + the residual wiring of models/model.cc) computes, for Llama with llama3
+// (models::decoder_layer, which Model::forward runs) computes, for Llama with llama3
 // rope scaling, Qwen2 (q/k/v bias) and Qwen3 (q/k-norm, head_dim != hidden / n_heads), on a
 // layer copied with copy_block; and copy_block refuses quantized or misshapen weights.
 #include <gtest/gtest.h>
@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "models/blocks.h"
-#include "ops/elementwise.h"
 #include "quant/block.h"
 #include "quant/block_tuner.h"
 
@@ -75,10 +74,11 @@ models::DecoderLayerWeights random_layer(const models::ModelConfig& c, std::mt19
   return l;
 }
 
-// The engine's layer on one sequence at positions 0..n-1, as model.cc wires it.
+// The engine's own decoder layer (models::decoder_layer, what Model::forward runs per layer)
+// on one sequence at positions 0..n-1.
 std::vector<float> engine_layer(const models::ModelConfig& c, const models::DecoderLayerWeights& l,
                                 const std::vector<float>& x_in, int64_t n, ThreadPool& pool) {
-  const int64_t h = c.hidden_size, block_size = 16, n_blocks = (n + block_size - 1) / block_size;
+  const int64_t block_size = 16, n_blocks = (n + block_size - 1) / block_size;
   std::vector<float> kc(n_blocks * block_size * c.n_kv_heads * c.head_dim), vc(kc.size());
   const ops::PagedKvLayer cache{DType::kF32, kc.data(),    vc.data(), n_blocks,
                                 block_size,  c.n_kv_heads, c.head_dim};
@@ -89,17 +89,11 @@ std::vector<float> engine_layer(const models::ModelConfig& c, const models::Deco
   for (int64_t t = 0; t < n; ++t) positions[t] = static_cast<int32_t>(t);
   std::vector<float> cos, sin;
   models::rope_tables(models::rope_inv_freq(c), positions, &cos, &sin);
-  std::vector<float> x = x_in, hbuf(n * h), delta(n * h);
+  std::vector<float> x = x_in;
   models::BlockScratch scratch;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  ops::rms_norm(x.data(), n, h, l.attn_norm.data(), eps, hbuf.data());
-  EXPECT_TRUE(models::attention_block(c, l.attn, hbuf.data(), n, cos.data(), sin.data(), cache,
-                                      seqs, scratch, delta.data(), pool)
-                  .ok());
-  ops::add_inplace(x.data(), delta.data(), n * h);
-  ops::rms_norm(x.data(), n, h, l.mlp_norm.data(), eps, hbuf.data());
-  EXPECT_TRUE(models::mlp_block(c, l.mlp, hbuf.data(), n, scratch, delta.data(), pool).ok());
-  ops::add_inplace(x.data(), delta.data(), n * h);
+  EXPECT_TRUE(
+      models::decoder_layer(c, l, x.data(), n, cos.data(), sin.data(), cache, seqs, scratch, pool)
+          .ok());
   return x;
 }
 

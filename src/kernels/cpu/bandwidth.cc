@@ -26,20 +26,6 @@
 namespace qs::kernels {
 namespace {
 
-uint64_t sum_slice(const __m128i* p, size_t n_vectors) {
-  __m128i acc[8];
-  for (__m128i& a : acc) a = _mm_setzero_si128();
-  size_t i = 0;
-  for (; i + 8 <= n_vectors; i += 8) {
-    for (int u = 0; u < 8; ++u) acc[u] = _mm_add_epi64(acc[u], _mm_load_si128(p + i + u));
-  }
-  for (; i < n_vectors; ++i) acc[0] = _mm_add_epi64(acc[0], _mm_load_si128(p + i));
-  for (int u = 1; u < 8; ++u) acc[0] = _mm_add_epi64(acc[0], acc[u]);
-  alignas(16) uint64_t lanes[2];
-  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), acc[0]);
-  return lanes[0] + lanes[1];
-}
-
 // The decode kernels prefetch this far ahead (qlinear_avx512.cc kPrefetchBytes).
 constexpr size_t kPrefetchAhead = 16 * 1024;
 
@@ -47,12 +33,8 @@ enum class Variant { kSse2, kAvx512, kAvx512Prefetch };
 
 uint64_t sum_variant(Variant v, const char* p, size_t bytes) {
   switch (v) {
-    case Variant::kSse2: {
-      uint64_t total = sum_slice(reinterpret_cast<const __m128i*>(p), bytes / sizeof(__m128i));
-      const auto* tail = reinterpret_cast<const uint64_t*>(p + bytes / 16 * 16);
-      for (size_t b = bytes / 16 * 16; b + 8 <= bytes; b += 8) total += *tail++;
-      return total;
-    }
+    case Variant::kSse2:
+      return cpu::stream_sum_sse2(p, bytes);
     case Variant::kAvx512:
       return cpu::stream_sum_avx512(p, bytes, 0);
     case Variant::kAvx512Prefetch:
@@ -62,6 +44,25 @@ uint64_t sum_variant(Variant v, const char* p, size_t bytes) {
 }
 
 }  // namespace
+
+uint64_t cpu::stream_sum_sse2(const void* data, size_t bytes) {
+  const auto* p = static_cast<const __m128i*>(data);
+  const size_t n = bytes / sizeof(__m128i);
+  __m128i acc[8];
+  for (__m128i& a : acc) a = _mm_setzero_si128();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int u = 0; u < 8; ++u) acc[u] = _mm_add_epi64(acc[u], _mm_load_si128(p + i + u));
+  }
+  for (; i < n; ++i) acc[0] = _mm_add_epi64(acc[0], _mm_load_si128(p + i));
+  for (int u = 1; u < 8; ++u) acc[0] = _mm_add_epi64(acc[0], acc[u]);
+  alignas(16) uint64_t lanes[2];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), acc[0]);
+  uint64_t total = lanes[0] + lanes[1];
+  const auto* tail = reinterpret_cast<const uint64_t*>(p + n);
+  for (size_t b = n * sizeof(__m128i); b + 8 <= bytes; b += 8) total += *tail++;
+  return total;
+}
 
 size_t last_level_cache_bytes() {
   for (int name : {_SC_LEVEL4_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
