@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -111,18 +112,24 @@ Status run(const Flags& flags) {
   // finished line stays (and is the only one written when stderr is not a terminal).
   auto tune_progress = [&](const quant::BlockReport& b) {
     if (!tty && !b.done) return;
-    // OPT-RTN (iters 0) has no iterations: its line carries the RTN and searched losses only.
+    // OPT-RTN (iters 0) has no iterations, and its blocks run no RTN forward for an initial
+    // loss (NaN): their line carries the searched loss only.
     const std::string iter =
         b.iters > 0 ? "  iter " + std::to_string(b.iter) + "/" + std::to_string(b.iters) : "";
     const std::string best_iter = b.iters > 0 ? " (iter " + std::to_string(b.best_iter) + ")" : "";
     const std::string what =
         b.layer.empty() ? "block " + std::to_string(b.index + 1) + "/" + std::to_string(b.total)
                         : b.layer;
-    std::fprintf(stderr,
-                 "%squantize: %s%s  initial loss %.6g  best loss %.6g%s  elapsed %.0f s  ETA "
-                 "%.0f s%s",
-                 tty ? "\r\033[K" : "", what.c_str(), iter.c_str(), b.initial_loss, b.best_loss,
-                 best_iter.c_str(), b.elapsed, b.eta, b.done ? "\n" : "");
+    char losses[96];
+    if (std::isnan(b.initial_loss)) {
+      std::snprintf(losses, sizeof(losses), "loss %.6g", b.best_loss);
+    } else {
+      std::snprintf(losses, sizeof(losses), "initial loss %.6g  best loss %.6g", b.initial_loss,
+                    b.best_loss);
+    }
+    std::fprintf(stderr, "%squantize: %s%s  %s%s  elapsed %.0f s  ETA %.0f s%s",
+                 tty ? "\r\033[K" : "", what.c_str(), iter.c_str(), losses, best_iter.c_str(),
+                 b.elapsed, b.eta, b.done ? "\n" : "");
   };
   QS_ASSIGN_OR_RETURN(quant::QuantizeSummary summary,
                       quant::quantize(

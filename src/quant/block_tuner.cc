@@ -234,11 +234,14 @@ Result<double> block_loss(const BlockTensors<float>& b,
   QS_RETURN_IF_ERROR(check_calibration(b, calib, true));
   std::vector<float> y(calib.n_samples * calib.seqlen * b.hidden);
   QS_RETURN_IF_ERROR(block_output(b, weights, calib, y.data(), pool));
+  return output_loss(y.data(), calib, b.hidden);
+}
+
+double output_loss(const float* y, const BlockCalibration& calib, int64_t hidden) {
   const int64_t tokens = calib.n_samples * calib.seqlen;
   const uint8_t* loss_mask = calib.loss_mask != nullptr ? calib.loss_mask : calib.mask;
-  const int64_t elements = real_tokens(loss_mask, tokens) * b.hidden;
-  const double sum =
-      squared_error(y.data(), calib.targets, loss_mask, tokens, b.hidden, 0, nullptr);
+  const int64_t elements = real_tokens(loss_mask, tokens) * hidden;
+  const double sum = squared_error(y, calib.targets, loss_mask, tokens, hidden, 0, nullptr);
   return elements > 0 ? sum / static_cast<double>(elements) : 0.0;
 }
 

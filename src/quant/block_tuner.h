@@ -95,4 +95,8 @@ Result<double> block_loss(const BlockTensors<float>& block,
                           const PerLinear<const formats::QuantizedWeight*>& weights,
                           const BlockCalibration& calib, ThreadPool& pool);
 
+// The same loss of an output already computed: y [n_samples, seqlen, hidden] against
+// calib.targets over the loss mask's positions.
+double output_loss(const float* y, const BlockCalibration& calib, int64_t hidden);
+
 }  // namespace qs::quant

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/check.h"
 #include "core/dtype.h"
 #include "formats/rtn.h"
+#include "ops/scale_search.h"
 
 namespace qs::quant {
 namespace {
@@ -23,23 +25,10 @@ float stored_scale(float s) {
   return s < 0 ? std::min(s, -floor_f16) : std::max(s, floor_f16);
 }
 
-// sum_j imatrix[j] (s q_j - w_j)^2 over one group, with q_j = clamp(round(w_j / s), -half,
-// half - 1).
-double group_error(const float* w, const float* imat, int64_t count, float s, int half) {
-  double err = 0;
-  for (int64_t j = 0; j < count; ++j) {
-    const float q = std::clamp(std::nearbyint(w[j] / s), static_cast<float>(-half),
-                               static_cast<float>(half - 1));
-    const double d = static_cast<double>(s) * q - w[j];
-    err += (imat != nullptr ? imat[j] : 1.0) * d * d;
-  }
-  return err;
-}
-
 }  // namespace
 
 formats::QuantizedWeight opt_rtn(const float* w, int64_t n, int64_t k, int bits, int64_t group_size,
-                                 bool sym, const float* imatrix) {
+                                 bool sym, const float* imatrix, ThreadPool* pool) {
   QS_CHECK(group_size == -1 || group_size > 0);
   // Min-max RTN is the starting point and the answer for asym (§1.5).
   formats::QuantizedWeight q = formats::rtn_quantize(w, n, k, bits, group_size, sym);
@@ -48,37 +37,54 @@ formats::QuantizedWeight opt_rtn(const float* w, int64_t n, int64_t k, int bits,
   const double step = bits == 2 ? 0.01 : 0.06;
   const int imax = bits == 2 ? 90 : 100;
   const int64_t gs = q.group_size, groups = q.n_groups();
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t c0 = g * gs, c1 = std::min(k, c0 + gs);
-      const float* wg = w + r * k + c0;
-      const float* ig = imatrix != nullptr ? imatrix + c0 : nullptr;
-      float gmax = 0;  // the signed value of largest magnitude
-      for (int64_t j = 0; j < c1 - c0; ++j)
-        if (std::abs(wg[j]) > std::abs(gmax)) gmax = wg[j];
-      if (gmax == 0) continue;  // all zero: RTN's floored scale already reproduces it exactly
-      float best_s = q.scales[r * groups + g];
-      double best = group_error(wg, ig, c1 - c0, best_s, half);
-      for (int i = -imax; i <= imax; ++i) {
-        const double iscale = -(half - step * i) / gmax;
-        const float s = stored_scale(static_cast<float>(1.0 / iscale));
-        const double err = group_error(wg, ig, c1 - c0, s, half);
-        if (err < best) best = err, best_s = s;
-      }
-      q.scales[r * groups + g] = best_s;
-      for (int64_t c = c0; c < c1; ++c) {
-        const float code = std::clamp(std::nearbyint(w[r * k + c] / best_s),
-                                      static_cast<float>(-half), static_cast<float>(half - 1));
-        q.codes[r * k + c] = static_cast<uint8_t>(code + static_cast<float>(half));
+  // Candidate 0 is RTN's own scale, then i = -imax .. imax in the order the scalar search tried
+  // them: the first of equal errors wins, as before.
+  const int64_t n_candidates = 2 * imax + 2;
+  auto rows = [&](int64_t r_begin, int64_t r_end) {
+    std::vector<float> scales(n_candidates);
+    std::vector<double> errors(n_candidates);
+    for (int64_t r = r_begin; r < r_end; ++r) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t c0 = g * gs, c1 = std::min(k, c0 + gs);
+        const float* wg = w + r * k + c0;
+        const float* ig = imatrix != nullptr ? imatrix + c0 : nullptr;
+        float gmax = 0;  // the signed value of largest magnitude
+        for (int64_t j = 0; j < c1 - c0; ++j)
+          if (std::abs(wg[j]) > std::abs(gmax)) gmax = wg[j];
+        if (gmax == 0) continue;  // all zero: RTN's floored scale already reproduces it exactly
+        scales[0] = q.scales[r * groups + g];
+        for (int i = -imax; i <= imax; ++i) {
+          const double iscale = -(half - step * i) / gmax;
+          scales[i + imax + 1] = stored_scale(static_cast<float>(1.0 / iscale));
+        }
+        ops::scale_search_errors(wg, ig, c1 - c0, scales.data(), n_candidates, half, errors.data());
+        int64_t best = 0;
+        for (int64_t c = 1; c < n_candidates; ++c) {
+          if (errors[c] < errors[best]) best = c;
+        }
+        const float best_s = scales[best];
+        q.scales[r * groups + g] = best_s;
+        for (int64_t c = c0; c < c1; ++c) {
+          const float code = std::clamp(std::nearbyint(w[r * k + c] / best_s),
+                                        static_cast<float>(-half), static_cast<float>(half - 1));
+          q.codes[r * k + c] = static_cast<uint8_t>(code + static_cast<float>(half));
+        }
       }
     }
+  };
+  // Rows are independent and each is searched whole by one thread, so the result does not
+  // depend on the thread count.
+  if (pool != nullptr && pool->n_threads() > 1) {
+    pool->parallel_for(n, rows, 8);
+  } else {
+    rows(0, n);
   }
   return q;
 }
 
 Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b,
-                                                    const BlockCalibration& calib,
-                                                    ThreadPool& pool) {
+                                                    const BlockCalibration& calib, ThreadPool& pool,
+                                                    float* y_out) {
   if (calib.inputs == nullptr || calib.n_samples <= 0 || calib.seqlen <= 0) {
     return invalid_argument("imatrix: calibration inputs missing or empty");
   }
@@ -98,9 +104,12 @@ Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b
   for (int64_t s0 = 0; s0 < calib.n_samples; s0 += kChunk) {
     const int64_t n = std::min(kChunk, calib.n_samples - s0), tokens = n * calib.seqlen;
     const uint8_t* mask = calib.mask != nullptr ? calib.mask + s0 * calib.seqlen : nullptr;
-    y.resize(n * row);
-    block_forward<float>(b, w, calib.inputs + s0 * row, n, calib.seqlen, mask, &act, y.data(),
-                         pool);
+    float* y_chunk = y_out != nullptr ? y_out + s0 * row : nullptr;
+    if (y_chunk == nullptr) {
+      y.resize(n * row);
+      y_chunk = y.data();
+    }
+    block_forward<float>(b, w, calib.inputs + s0 * row, n, calib.seqlen, mask, &act, y_chunk, pool);
     for (int i : {kQProj, kKProj, kVProj}) add(i, act.h1, mask, tokens);
     add(kOProj, act.attn, mask, tokens);
     for (int i : {kGateProj, kUpProj}) add(i, act.h2, mask, tokens);

@@ -22,8 +22,9 @@ namespace qs::quant {
 // step 0.01, imax 90); each candidate's scale is rounded to f16 and floored like RTN's, the
 // codes are round(w / s) clamped to [-2^(b-1), 2^(b-1) - 1], and the lowest weighted error
 // wins. i = 0 is exactly RTN's scale, so the result is never worse than RTN on that error.
+// Rows are split over `pool` (nullptr: the calling thread); the result is the same either way.
 formats::QuantizedWeight opt_rtn(const float* w, int64_t n, int64_t k, int bits, int64_t group_size,
-                                 bool sym, const float* imatrix);
+                                 bool sym, const float* imatrix, ThreadPool* pool = nullptr);
 
 // The imatrix's accumulation (§1.5): adds, per input channel, the sum over the real tokens
 // (mask[t] != 0; nullptr = all) of x[tokens, d] squared into sums[d]. imatrix_of divides the
@@ -33,9 +34,11 @@ std::vector<float> imatrix_of(const std::vector<double>& sums, int64_t n_samples
 
 // The imatrix of each of the block's linears (§1.5): per input channel, the sum over the real
 // tokens (calib.mask) of the linear's input squared, divided by n_samples. Runs the block with
-// its full-precision weights on calib.inputs (targets unused). [in_features] per linear.
+// its full-precision weights on calib.inputs (targets unused). [in_features] per linear. That
+// forward's output, [n_samples, seqlen, hidden], goes to `y_out` unless it is nullptr: the
+// reference the quantized block's output is measured against, at no extra cost.
 Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& block,
-                                                    const BlockCalibration& calib,
-                                                    ThreadPool& pool);
+                                                    const BlockCalibration& calib, ThreadPool& pool,
+                                                    float* y_out = nullptr);
 
 }  // namespace qs::quant

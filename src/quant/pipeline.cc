@@ -2,6 +2,7 @@
 #include "quant/pipeline.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -227,8 +228,12 @@ std::string format_summary(const QuantizeSummary& s) {
       // OPT-RTN has no iterations: "-" in the best-iteration column.
       const std::string best_iter = b.iters > 0 ? std::to_string(b.best_iter) : "-";
       const std::string name = b.layer.empty() ? std::to_string(b.index) : b.layer;
-      std::snprintf(buf, sizeof(buf), "| %s | %.6g | %.6g | %s | %.1f s |\n", name.c_str(),
-                    b.initial_loss, b.best_loss, best_iter.c_str(), b.seconds);
+      // OPT-RTN blocks run no RTN forward for a loss (NaN): "-" there too.
+      char initial[32] = "-";
+      if (!std::isnan(b.initial_loss))
+        std::snprintf(initial, sizeof(initial), "%.6g", b.initial_loss);
+      std::snprintf(buf, sizeof(buf), "| %s | %s | %.6g | %s | %.1f s |\n", name.c_str(), initial,
+                    b.best_loss, best_iter.c_str(), b.seconds);
       out += buf;
     }
   }

@@ -27,28 +27,24 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 // OPT-RTN of one block: the imatrix of each linear on the quantized chain's inputs (§1.5), then
-// the weighted scale search. Losses are the whole set's block MSE with RTN and with the result,
-// so the report reads like AutoRound's (initial = RTN).
+// the weighted scale search. The imatrix forward's output (the full-precision block on those
+// same inputs) goes to `reference`: the caller measures the quantized block's output against
+// it, so the reported loss costs no forward of its own.
 Result<PerLinear<std::optional<formats::QuantizedWeight>>> opt_rtn_block(
     const BlockTensors<float>& block, const PerLinear<formats::QuantScheme>& schemes,
-    const BlockCalibration& calib, ThreadPool& pool, BlockReport* report) {
-  QS_ASSIGN_OR_RETURN(auto imatrix, block_imatrix(block, calib, pool));
-  PerLinear<std::optional<formats::QuantizedWeight>> out, rtn;
-  PerLinear<const formats::QuantizedWeight*> out_ptrs{}, rtn_ptrs{};
+    const BlockCalibration& calib, ThreadPool& pool, float* reference) {
+  QS_ASSIGN_OR_RETURN(auto imatrix, block_imatrix(block, calib, pool, reference));
+  PerLinear<std::optional<formats::QuantizedWeight>> out;
   for (int j = 0; j < kNumLinears; ++j) {
     const formats::QuantScheme& s = schemes[j];
     if (!s.quantized()) continue;
     const int64_t n = block.out_features(j), k = block.in_features(j);
-    rtn[j] = formats::rtn_quantize(block.w[j].data(), n, k, s.bits, s.group_size, s.sym);
     // The tool turns OPT-RTN off for 8-bit int (§1.5): those linears stay plain RTN.
     out[j] = s.bits >= 8
-                 ? *rtn[j]
-                 : opt_rtn(block.w[j].data(), n, k, s.bits, s.group_size, s.sym, imatrix[j].data());
-    out_ptrs[j] = &*out[j];
-    rtn_ptrs[j] = &*rtn[j];
+                 ? formats::rtn_quantize(block.w[j].data(), n, k, s.bits, s.group_size, s.sym)
+                 : opt_rtn(block.w[j].data(), n, k, s.bits, s.group_size, s.sym, imatrix[j].data(),
+                           &pool);
   }
-  QS_ASSIGN_OR_RETURN(report->initial_loss, block_loss(block, rtn_ptrs, calib, pool));
-  QS_ASSIGN_OR_RETURN(report->best_loss, block_loss(block, out_ptrs, calib, pool));
   return out;
 }
 
@@ -105,8 +101,8 @@ Result<BlockReport> quantize_head(const models::Model& model, const formats::Qua
       std::vector<double> sums(k, 0.0);
       add_squares(x_q, tokens, k, nullptr, sums.data());
       const std::vector<float> imatrix = imatrix_of(sums, n);
-      *out =
-          opt_rtn(w.data(), vocab, k, scheme.bits, scheme.group_size, scheme.sym, imatrix.data());
+      *out = opt_rtn(w.data(), vocab, k, scheme.bits, scheme.group_size, scheme.sym, imatrix.data(),
+                     &pool);
     }
     QS_ASSIGN_OR_RETURN(report.initial_loss, linear_loss(w.data(), vocab, k, &rtn, calib, pool));
     QS_ASSIGN_OR_RETURN(report.best_loss, linear_loss(w.data(), vocab, k, &**out, calib, pool));
@@ -177,6 +173,12 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
   const int64_t n_blocks = config.n_layers;
   auto head_plan = by_module.find("lm_head");
   const bool tune_head = head_plan != by_module.end() && head_plan->second->quantize;
+  // The full-precision chain gives AutoRound its targets and the head its reference input.
+  // OPT-RTN blocks measure their loss against the imatrix forward's output instead (the
+  // full-precision block on the quantized chain's inputs), so without a head to quantize the
+  // chain is not run at all; with one, that reference needs a buffer of its own.
+  const bool fp_chain = o.iters > 0 || tune_head;
+  std::vector<float> own_reference(o.iters == 0 && fp_chain ? n * per_sample : 0);
   const auto tune_start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n_blocks; ++i) {
     if (cancelled && cancelled())
@@ -194,7 +196,7 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
     // FP chain: the original block on the unquantized activations gives the targets.
     const PerLinear<const formats::QuantizedWeight*> fp_weights{};
     const BlockCalibration fp{x_fp.data(), nullptr, nullptr, loss_mask.data(), n, seqlen};
-    QS_RETURN_IF_ERROR(block_output(block, fp_weights, fp, targets.data(), pool));
+    if (fp_chain) QS_RETURN_IF_ERROR(block_output(block, fp_weights, fp, targets.data(), pool));
     const BlockCalibration calib{x_q.data(), targets.data(), nullptr, loss_mask.data(), n, seqlen};
 
     BlockReport report;
@@ -227,17 +229,28 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
       report.best_iter = r.best_iter;
       tuned = std::move(r.weights);
     } else {
-      QS_ASSIGN_OR_RETURN(tuned, opt_rtn_block(block, schemes, calib, pool, &report));
+      float* reference = fp_chain ? own_reference.data() : targets.data();
+      QS_ASSIGN_OR_RETURN(tuned, opt_rtn_block(block, schemes, calib, pool, reference));
+      report.initial_loss = NAN;  // no RTN forward is run for a loss: the table shows "-"
     }
     // Quantized chain: this block with its quantized weights on its own inputs feeds the next
     // block. x_fp is free once the targets exist, so it takes the new X_q and the old X_q's
-    // buffer becomes the next targets' scratch.
+    // buffer becomes the next targets' scratch. OPT-RTN's loss is read off that same output,
+    // so its last block runs it too.
     PerLinear<const formats::QuantizedWeight*> q_weights{};
     for (int j = 0; j < kNumLinears; ++j) q_weights[j] = tuned[j] ? &*tuned[j] : nullptr;
-    if (i + 1 < n_blocks || tune_head) {
+    if (i + 1 < n_blocks || tune_head || o.iters == 0) {
       QS_RETURN_IF_ERROR(block_output(block, q_weights, calib, x_fp.data(), pool));
-      std::swap(x_q, x_fp);      // x_q = Block_q(X_q)
-      std::swap(x_fp, targets);  // x_fp = Y_fp; targets = scratch
+      if (o.iters == 0) {
+        const BlockCalibration against{x_q.data(), fp_chain ? own_reference.data() : targets.data(),
+                                       nullptr,    loss_mask.data(),
+                                       n,          seqlen};
+        report.best_loss = output_loss(x_fp.data(), against, hidden);
+      }
+      if (i + 1 < n_blocks || tune_head) {
+        std::swap(x_q, x_fp);      // x_q = Block_q(X_q)
+        std::swap(x_fp, targets);  // x_fp = Y_fp; targets = scratch
+      }
     }
     for (int j = 0; j < kNumLinears; ++j) {
       if (tuned[j]) result.weights.emplace(prefix + linear_name(j), std::move(*tuned[j]));

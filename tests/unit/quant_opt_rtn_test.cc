@@ -1,12 +1,14 @@
 // quant: OPT-RTN never does worse than RTN on the imatrix-weighted error it minimises (per
 // group, all bit widths, per-channel and grouped, partial last groups), does clearly better on
-// weights with outliers and skewed channel importance, and is plain RTN for asym schemes.
+// weights with outliers and skewed channel importance, and is plain RTN for asym schemes; rows
+// split over threads give the same codes and scales as one thread.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "formats/rtn.h"
 #include "quant/block.h"
 #include "quant/opt_rtn.h"
@@ -119,6 +121,23 @@ TEST(QuantOptRtn, BlockImatrixSumsSquaredInputs) {
   EXPECT_EQ((*im)[kKProj], (*im)[kQProj]);
   for (int64_t j = 0; j < b.intermediate; ++j)
     EXPECT_NEAR((*im)[kDownProj][j], want_down[j] / n_samples, 1e-5 * want_down[j] + 1e-12);
+}
+
+TEST(QuantOptRtn, ThreadsGiveTheSameWeights) {
+  std::mt19937 rng(8);
+  std::student_t_distribution<float> heavy(3.0f);
+  std::exponential_distribution<float> importance(1.0f);
+  const int64_t n = 37, k = 160;
+  std::vector<float> w(n * k), imat(k);
+  for (float& v : w) v = 0.02f * heavy(rng);
+  for (float& v : imat) v = importance(rng);
+  ThreadPool pool(2);
+  for (const int64_t gs : {int64_t{-1}, int64_t{32}}) {
+    const formats::QuantizedWeight one = opt_rtn(w.data(), n, k, 4, gs, true, imat.data());
+    const formats::QuantizedWeight two = opt_rtn(w.data(), n, k, 4, gs, true, imat.data(), &pool);
+    EXPECT_EQ(one.codes, two.codes) << "group size " << gs;
+    EXPECT_EQ(one.scales, two.scales) << "group size " << gs;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,14 @@
+// kernels/cpu: OPT-RTN's error sums (kernels/ref/scale_search_ref.h) on AVX-512. Vectorised
+// across candidate scales, one per lane, while each lane walks the inputs in order: every
+// candidate's sum is the scalar one bit for bit (same operations, same order, no contraction),
+// so the search picks exactly the scales the scalar search picks.
+#pragma once
+
+#include <cstdint>
+
+namespace qs::kernels::cpu {
+
+void scale_search_errors_avx512(const float* w, const float* imat, int64_t count,
+                                const float* scales, int64_t n_scales, int half, double* errors);
+
+}  // namespace qs::kernels::cpu
