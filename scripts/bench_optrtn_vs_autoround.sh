@@ -25,7 +25,7 @@ model="${QS_CACHE:-$HOME/.cache/quantserve}/smollm2/hf"
 mkdir -p "$work"
 cal="$work/calibration-$nsamples-$seqlen.jsonl"
 [[ -f "$cal" ]] || "$py" scripts/golden/time_autoround.py --model "$model" \
-  --write-calibration "$cal" --nsamples "$nsamples" --seqlen "$seqlen"
+  --write-calibration "$cal" --nsamples "$nsamples" --seqlen "$seqlen" --concatenate
 blocks=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' \
   "$model/config.json")
 

@@ -7,7 +7,9 @@ Both tools must tune on the same tokens, so this script also writes the calibrat
                                one document per line) with the model's tokenizer, keeps the
                                first --nsamples documents of at least --seqlen tokens, cut to
                                --seqlen, and writes one {"input_ids": [...]} per line (quantserve
-                               reads it as a pre-tokenized --dataset, in file order)
+                               reads it as a pre-tokenized --dataset, in file order);
+                               --concatenate cuts the documents end to end instead when too
+                               few are that long (reading the text again if it runs out)
     --calibration FILE         runs AutoRound on those samples and prints one JSON line:
                                load and quantize wall seconds, blocks, seconds per block,
                                the tool's settings.
@@ -41,8 +43,23 @@ def write_calibration(args):
                 kept.append(ids[: args.seqlen])
             if len(kept) == args.nsamples:
                 break
+    if len(kept) < args.nsamples and args.concatenate:
+        # Too few long documents (the shipped text has 9 of >= 2048 tokens): the whole text's
+        # tokens, documents end to end, cut into seqlen pieces.
+        # A text shorter than nsamples x seqlen tokens is read again from its start (the
+        # shipped 330 KB holds about 78k tokens of SmolLM2's vocabulary, the tool's default
+        # 128 x 2048 needs 262k): repeated samples time the same as fresh ones.
+        with open(args.text, encoding="utf-8") as f:
+            docs = [tok(line.strip(), add_special_tokens=False)["input_ids"] for line in f]
+        stream, kept = [], []
+        while len(kept) < args.nsamples:
+            for ids in docs:
+                stream += ids
+                while len(stream) >= args.seqlen and len(kept) < args.nsamples:
+                    kept.append(stream[: args.seqlen])
+                    stream = stream[args.seqlen:]
     if len(kept) < args.nsamples:
-        raise SystemExit(f"{args.text}: only {len(kept)} documents of >= {args.seqlen} tokens")
+        raise SystemExit(f"{args.text}: only {len(kept)} samples of {args.seqlen} tokens")
     with open(args.write_calibration, "w", encoding="utf-8") as f:
         for ids in kept:
             f.write(json.dumps({"input_ids": ids}) + "\n")
@@ -88,6 +105,9 @@ def main():
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--disable-amp", action="store_true")
+    p.add_argument("--concatenate", action="store_true",
+                   help="with --write-calibration: fill from the text's documents end to end "
+                        "when too few are --seqlen tokens long")
     args = p.parse_args()
     if args.write_calibration:
         write_calibration(args)
