@@ -12,34 +12,24 @@
 #include "core/check.h"
 
 namespace qs::kernels {
-namespace {
-
-constexpr size_t kAlign = 64;
-
-size_t round_up(size_t v, size_t a) {
-  return (v + a - 1) / a * a;
-}
-
-}  // namespace
 
 size_t qacts_bytes(const QMatrixView& w, int64_t m) {
   const auto rows = static_cast<size_t>(m);
   const auto blocks = static_cast<size_t>(w.blocks());
-  return round_up(rows * static_cast<size_t>(w.k_pad), kAlign) +
-         round_up(rows * blocks * sizeof(float), kAlign) +
-         round_up(rows * static_cast<size_t>(w.n_groups) * sizeof(float), kAlign) +
-         round_up(rows * blocks * sizeof(int32_t), kAlign);
+  return qalign_up(rows * static_cast<size_t>(w.k_pad)) + qalign_up(rows * blocks * sizeof(float)) +
+         qalign_up(rows * static_cast<size_t>(w.n_groups) * sizeof(float)) +
+         qalign_up(rows * blocks * sizeof(int32_t));
 }
 
 QActsBuffers qacts_buffers(const QMatrixView& w, int64_t m, void* buf) {
   auto* base = static_cast<uint8_t*>(buf);
   QActsBuffers b;
   b.q = reinterpret_cast<int8_t*>(base);
-  base += round_up(static_cast<size_t>(m * w.k_pad), kAlign);
+  base += qalign_up(static_cast<size_t>(m * w.k_pad));
   b.d = reinterpret_cast<float*>(base);
-  base += round_up(static_cast<size_t>(m * w.blocks()) * sizeof(float), kAlign);
+  base += qalign_up(static_cast<size_t>(m * w.blocks()) * sizeof(float));
   b.gsum = reinterpret_cast<float*>(base);
-  base += round_up(static_cast<size_t>(m * w.n_groups) * sizeof(float), kAlign);
+  base += qalign_up(static_cast<size_t>(m * w.n_groups) * sizeof(float));
   b.qsum = reinterpret_cast<int32_t*>(base);
   b.view = {m, w.k_pad, w.n_groups, w.group_size, b.q, b.d, b.gsum, b.qsum};
   return b;

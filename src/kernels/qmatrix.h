@@ -32,6 +32,12 @@ namespace qs::kernels {
 
 constexpr int64_t kQBlock = 32;
 
+// Every buffer of the packed weights and of the activations starts on a 64-byte line.
+constexpr size_t kQAlign = 64;
+inline size_t qalign_up(size_t bytes) {
+  return (bytes + kQAlign - 1) / kQAlign * kQAlign;
+}
+
 // How a call's activations are quantized when a checkpoint declares it (W8A8): ops translates
 // the checkpoint's scheme (formats::ActScheme) into this, so kernels read no formats type.
 struct ActQuant {

@@ -15,13 +15,8 @@ namespace {
 
 using kernels::fp8_stored_index;
 using kernels::kQBlock;
+using kernels::qalign_up;
 using kernels::QMatrixView;
-
-constexpr size_t kAlign = 64;
-
-size_t round_up(size_t v, size_t a) {
-  return (v + a - 1) / a * a;
-}
 
 // The grouping the kernels run: one group of k_pad inputs for per-channel weights (group
 // size <= 0 or >= k), else the checkpoint's group size.
@@ -69,13 +64,13 @@ Sections sections_of(const formats::QuantizedWeight& w) {
   const size_t table_bytes = static_cast<size_t>(w.n * g.n_groups) * sizeof(float);
   size_t at = 0;
   s.codes = at;
-  at += round_up(code_bytes, kAlign);
+  at += qalign_up(code_bytes);
   s.scales = at;
-  at += round_up(table_bytes, kAlign);
+  at += qalign_up(table_bytes);
   s.zero_terms = at;
-  if (s.has_zero_terms) at += round_up(table_bytes, kAlign);
+  if (s.has_zero_terms) at += qalign_up(table_bytes);
   s.perm = at;
-  if (s.has_perm) at += round_up(static_cast<size_t>(w.k) * sizeof(int32_t), kAlign);
+  if (s.has_perm) at += qalign_up(static_cast<size_t>(w.k) * sizeof(int32_t));
   s.total = at;
   return s;
 }
@@ -112,7 +107,7 @@ size_t qmatrix_bytes(const formats::QuantizedWeight& w) {
 
 QMatrixView qmatrix_pack(const formats::QuantizedWeight& w, void* buf) {
   QS_CHECK(qmatrix_unsupported(w).empty());
-  QS_CHECK(reinterpret_cast<uintptr_t>(buf) % kAlign == 0);
+  QS_CHECK(reinterpret_cast<uintptr_t>(buf) % kernels::kQAlign == 0);
   const Grouping g = grouping_of(w);
   const Sections s = sections_of(w);
   auto* base = static_cast<uint8_t*>(buf);

@@ -198,6 +198,8 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
     const BlockCalibration fp{x_fp.data(), nullptr, nullptr, loss_mask.data(), n, seqlen};
     if (fp_chain) QS_RETURN_IF_ERROR(block_output(block, fp_weights, fp, targets.data(), pool));
     const BlockCalibration calib{x_q.data(), targets.data(), nullptr, loss_mask.data(), n, seqlen};
+    // OPT-RTN: where the imatrix forward leaves the reference its loss is measured against.
+    float* reference = fp_chain ? own_reference.data() : targets.data();
 
     BlockReport report;
     report.index = i;
@@ -229,7 +231,6 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
       report.best_iter = r.best_iter;
       tuned = std::move(r.weights);
     } else {
-      float* reference = fp_chain ? own_reference.data() : targets.data();
       QS_ASSIGN_OR_RETURN(tuned, opt_rtn_block(block, schemes, calib, pool, reference));
       report.initial_loss = NAN;  // no RTN forward is run for a loss: the table shows "-"
     }
@@ -242,9 +243,7 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
     if (i + 1 < n_blocks || tune_head || o.iters == 0) {
       QS_RETURN_IF_ERROR(block_output(block, q_weights, calib, x_fp.data(), pool));
       if (o.iters == 0) {
-        const BlockCalibration against{x_q.data(), fp_chain ? own_reference.data() : targets.data(),
-                                       nullptr,    loss_mask.data(),
-                                       n,          seqlen};
+        const BlockCalibration against{x_q.data(), reference, nullptr, loss_mask.data(), n, seqlen};
         report.best_loss = output_loss(x_fp.data(), against, hidden);
       }
       if (i + 1 < n_blocks || tune_head) {
