@@ -21,6 +21,7 @@ Regenerate (deterministic; overwrites the fixture directories):
 import argparse
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -34,8 +35,11 @@ from transformers import (
     GenerationConfig,
     LlamaConfig,
     MistralConfig,
+    MixtralConfig,
     Qwen2Config,
+    Qwen2MoeConfig,
     Qwen3Config,
+    Qwen3MoeConfig,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,6 +54,9 @@ PROMPT_LENGTHS = [1, 5, 17, 40]
 MIN_GREEDY_MARGIN = 2e-3
 # A continuation with fewer distinct tokens than this tests little beyond one fixed point.
 MIN_DISTINCT_NEW_TOKENS = 5
+# MoE: the k-th and (k+1)-th router probabilities of every token must differ by at least this,
+# so that f32 rounding cannot swap an expert in or out (the engine's choices are compared).
+MIN_ROUTER_MARGIN = 1e-4
 
 COMMON = dict(
     hidden_size=64,
@@ -115,6 +122,31 @@ FIXTURES = {
             rope_theta=1000000.0, max_position_embeddings=256, tie_word_embeddings=False,
             use_sliding_window=False, max_window_layers=2),
         weights_dtype=torch.float16, config_style="v5"),
+    # Mixture-of-Experts. Qwen3-MoE: q/k-norm attention, 8 experts, top-2 renormalised, and
+    # layer 1 kept dense by mlp_only_layers (so both MLP kinds sit in one model).
+    "qwen3_moe": dict(
+        config=lambda: Qwen3MoeConfig(
+            **dict(COMMON, num_hidden_layers=3), vocab_size=256, intermediate_size=96,
+            moe_intermediate_size=32, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+            mlp_only_layers=[1], head_dim=32, rms_norm_eps=1e-6, rope_theta=1000000.0,
+            max_position_embeddings=256, tie_word_embeddings=False),
+        weights_dtype=torch.float32, config_style="classic"),
+    # Qwen2-MoE: q/k/v bias, 6 experts, top-3 not renormalised, and the sigmoid-gated shared
+    # expert.
+    "qwen2_moe": dict(
+        config=lambda: Qwen2MoeConfig(
+            **COMMON, vocab_size=256, intermediate_size=96, moe_intermediate_size=24,
+            shared_expert_intermediate_size=80, num_experts=6, num_experts_per_tok=3,
+            norm_topk_prob=False, rms_norm_eps=1e-6, rope_theta=1000000.0,
+            max_position_embeddings=256, tie_word_embeddings=True, use_sliding_window=False),
+        weights_dtype=torch.float32, config_style="v5"),
+    # Mixtral: block_sparse_moe.experts.E.w1/w2/w3 names, 4 experts, top-2, bf16 on disk.
+    "mixtral": dict(
+        config=lambda: MixtralConfig(
+            **COMMON, vocab_size=256, intermediate_size=48, num_local_experts=4,
+            num_experts_per_tok=2, rms_norm_eps=1e-5, rope_theta=1000000.0,
+            max_position_embeddings=256, sliding_window=None, tie_word_embeddings=False),
+        weights_dtype=torch.bfloat16, config_style="classic"),
 }
 
 
@@ -128,8 +160,29 @@ def reinit_weights(model, gen):
                 p.copy_(0.3 * torch.randn(p.shape, generator=gen))
             elif "embed_tokens" in name:
                 p.copy_(0.5 * torch.randn(p.shape, generator=gen))
-            else:  # Linear [out, in]: 1.5/sqrt(in) keeps activations O(1) but not tiny
-                p.copy_(1.5 / math.sqrt(p.shape[1]) * torch.randn(p.shape, generator=gen))
+            else:  # Linear [out, in] or fused experts [E, out, in]: 1.5/sqrt(in) keeps
+                # activations O(1) but not tiny
+                p.copy_(1.5 / math.sqrt(p.shape[-1]) * torch.randn(p.shape, generator=gen))
+
+
+EXPERT_KEY = re.compile(
+    r"(model\.layers\.\d+\.)(?:mlp|block_sparse_moe)\.experts\.(\d+)\."
+    r"(gate_proj|up_proj|down_proj|w1|w3|w2)\.weight")
+
+
+def loaded_tensor(state, key):
+    """The tensor a checkpoint key became in the loaded model. transformers 5 saves experts one
+    by one (experts.E.gate_proj / Mixtral's w1, w3, w2) but holds them fused per layer:
+    gate_up_proj [E, 2I, H] (gate rows first) and down_proj [E, H, I]."""
+    m = EXPERT_KEY.fullmatch(key)
+    if m is None:
+        return state[key.replace("block_sparse_moe.gate.", "mlp.gate.")]
+    prefix, e, proj = m.group(1), int(m.group(2)), m.group(3)
+    if proj in ("down_proj", "w2"):
+        return state[prefix + "mlp.experts.down_proj"][e]
+    gate_up = state[prefix + "mlp.experts.gate_up_proj"][e]
+    half = gate_up.shape[0] // 2
+    return gate_up[:half] if proj in ("gate_proj", "w1") else gate_up[half:]
 
 
 def rewrite_config(path, style):
@@ -184,6 +237,24 @@ def forward_logits(model, ids):
     return model(input_ids=torch.tensor([ids])).logits[0].float()  # [len(ids), vocab]
 
 
+@torch.no_grad()
+def router_top_k(model, ids):
+    """Each MoE layer's chosen experts for every prompt token, largest first, and the smallest
+    gap between the k-th and (k+1)-th probability (inf for a model without MoE layers)."""
+    k = getattr(model.config, "num_experts_per_tok", None)
+    if k is None:
+        return None, math.inf
+    out = model(input_ids=torch.tensor([ids]), output_router_logits=True)
+    choices, margin = [], math.inf
+    for logits in out.router_logits:  # one [len(ids), n_experts] per MoE layer
+        probs = torch.softmax(logits.float(), dim=-1)
+        top = probs.topk(min(k + 1, probs.shape[-1]), dim=-1)
+        choices.append(top.indices[:, :k].tolist())
+        if top.values.shape[-1] > k:
+            margin = min(margin, float((top.values[:, k - 1] - top.values[:, k]).min()))
+    return choices, margin
+
+
 def make_fixture(name, spec, seed):
     out = OUT_DIR / name
     if out.exists():
@@ -210,7 +281,8 @@ def make_fixture(name, spec, seed):
                    for k in sorted(f.keys())}
         for k in f.keys():
             on_disk = f.get_tensor(k).float()
-            assert torch.equal(on_disk, ref.state_dict()[k]), f"{name}: {k} reloaded differently"
+            assert torch.equal(on_disk, loaded_tensor(ref.state_dict(), k)), \
+                f"{name}: {k} reloaded differently"
     if config.tie_word_embeddings:
         assert "lm_head.weight" not in tensors
         assert ref.lm_head.weight.data_ptr() == ref.model.embed_tokens.weight.data_ptr()
@@ -226,8 +298,10 @@ def make_fixture(name, spec, seed):
             if n > 1:
                 ids[0] = BOS_ID
             new, gen_logits, margin = greedy(ref, ids)
+            routes, router_margin = router_top_k(ref, ids + new)
             if (margin >= MIN_GREEDY_MARGIN and EOS_ID not in new and BOS_ID not in new
-                    and len(set(new)) >= MIN_DISTINCT_NEW_TOKENS):
+                    and len(set(new)) >= MIN_DISTINCT_NEW_TOKENS
+                    and router_margin >= MIN_ROUTER_MARGIN):
                 break
         else:
             raise RuntimeError(f"{name}: no prompt of length {n} gives a decisive greedy path")
@@ -246,6 +320,11 @@ def make_fixture(name, spec, seed):
         entry["greedy_new_tokens"] = new
         entry["greedy_min_top2_margin"] = margin
         entry["prompt_argmax"] = logits.argmax(-1).tolist()
+        if routes is not None:
+            # Over prompt + greedy continuation, so decode steps are checked too:
+            # [moe_layer][token][k].
+            entry["router_top_k"] = routes
+            entry["router_min_kth_margin"] = router_margin
         prompts.append(entry)
         print(f"{name}: prompt {n:3d} tokens (attempt {attempt}), greedy {new}, "
               f"margin {margin:.4f}, logits std {logits.std():.2f}, "

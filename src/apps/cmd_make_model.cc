@@ -83,13 +83,10 @@ Tensor random_tensor(const models::TensorSpec& spec, DType dtype, uint64_t seed)
   return t;
 }
 
-// The matmul weights of the tensor list: 2-D "<module>.weight" tensors other than the
-// embedding table (norms are 1-D; the embedding is a lookup, not a matmul).
+// The matmul weights of the tensor list (not the embedding, norms, MoE routers or
+// shared-expert gates, which stay 16-bit in quantized checkpoints too).
 bool is_linear_weight(const models::TensorSpec& spec) {
-  const std::string suffix = ".weight";
-  return spec.shape.size() == 2 && spec.name != "model.embed_tokens.weight" &&
-         spec.name.size() > suffix.size() &&
-         spec.name.compare(spec.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return spec.linear;
 }
 
 std::string module_of(const models::TensorSpec& spec) {

@@ -20,6 +20,7 @@ inline constexpr int64_t kMaxVocab = int64_t{1} << 22;      // 4M entries
 inline constexpr int64_t kMaxHiddenDim = int64_t{1} << 20;  // hidden and intermediate sizes
 inline constexpr int64_t kMaxHeads = int64_t{1} << 12;
 inline constexpr int64_t kMaxHeadDim = int64_t{1} << 12;
+inline constexpr int64_t kMaxExperts = int64_t{1} << 12;  // routed experts of one MoE layer
 // Positions only bound the KV cache the engine sizes per request (and refuses past half of
 // memory), so this limit is generous: it keeps position arithmetic in int32.
 inline constexpr int64_t kMaxContext = int64_t{1} << 30;

@@ -1,6 +1,7 @@
 // models: shared decoder blocks (see blocks.h).
 #include "models/blocks.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/elementwise.h"
@@ -11,6 +12,15 @@ namespace {
 
 const float* bias_or_null(const std::vector<float>& b) {
   return b.empty() ? nullptr : b.data();
+}
+
+// A borrowed [rows, cols] view of f32 weights held in a vector.
+Tensor f32_view(const std::vector<float>& v, int64_t rows, int64_t cols) {
+  Tensor t;
+  t.dtype = DType::kF32;
+  t.shape = {rows, cols};
+  t.data = v.data();
+  return t;
 }
 
 }  // namespace
@@ -61,15 +71,101 @@ Status attention_block(const ModelConfig& c, const AttentionWeights& w, const fl
   return ops::linear(s.attn.data(), n_tokens, w.wo, bias_or_null(w.bo), out, pool);
 }
 
-Status mlp_block(const ModelConfig& c, const MlpWeights& w, const float* h, int64_t n_tokens,
-                 BlockScratch& s, float* out, ThreadPool& pool) {
-  s.gate.resize(n_tokens * c.intermediate_size);
-  s.up.resize(n_tokens * c.intermediate_size);
+Status mlp_block(const MlpWeights& w, const float* h, int64_t n_tokens, BlockScratch& s, float* out,
+                 ThreadPool& pool) {
+  const int64_t inter = w.gate.rows();
+  s.gate.resize(n_tokens * inter);
+  s.up.resize(n_tokens * inter);
   const ops::LinearOut gate_up[] = {{&w.gate, bias_or_null(w.b_gate), s.gate.data()},
                                     {&w.up, bias_or_null(w.b_up), s.up.data()}};
   QS_RETURN_IF_ERROR(ops::linear_many(h, n_tokens, gate_up, pool));
-  ops::silu_mul(s.gate.data(), s.up.data(), n_tokens * c.intermediate_size, s.gate.data());
+  ops::silu_mul(s.gate.data(), s.up.data(), n_tokens * inter, s.gate.data());
   return ops::linear(s.gate.data(), n_tokens, w.down, bias_or_null(w.b_down), out, pool);
+}
+
+void route_top_k(const MoeConfig& moe, float* probs, int64_t n_tokens, int32_t* routes,
+                 float* weights) {
+  const int64_t n_experts = moe.n_experts, k = moe.top_k;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* p = probs + t * n_experts;
+    float max = p[0];
+    for (int64_t e = 1; e < n_experts; ++e) max = std::max(max, p[e]);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < n_experts; ++e) {
+      p[e] = std::exp(p[e] - max);
+      sum += p[e];
+    }
+    for (int64_t e = 0; e < n_experts; ++e) p[e] /= sum;
+    // Selection by repeated maximum: k is small (2..10), and a strict > keeps the lower id on
+    // ties, as torch.topk does on CPU.
+    int32_t* r = routes + t * k;
+    float* w = weights + t * k;
+    float picked_sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      int32_t best = -1;
+      for (int64_t e = 0; e < n_experts; ++e) {
+        bool taken = false;
+        for (int64_t i = 0; i < j; ++i) taken = taken || r[i] == e;
+        if (!taken && (best < 0 || p[e] > p[best])) best = static_cast<int32_t>(e);
+      }
+      r[j] = best;
+      w[j] = p[best];
+      picked_sum += p[best];
+    }
+    if (moe.norm_topk_prob) {
+      for (int64_t j = 0; j < k; ++j) w[j] /= picked_sum;
+    }
+  }
+}
+
+Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int64_t n_tokens,
+                 BlockScratch& s, float* out, ThreadPool& pool) {
+  const MoeConfig& moe = c.moe;
+  const int64_t hidden = c.hidden_size, n_experts = moe.n_experts, k = moe.top_k;
+  s.router_probs.resize(n_tokens * n_experts);
+  s.routes.resize(n_tokens * k);
+  s.route_weights.resize(n_tokens * k);
+  const Tensor router = f32_view(w.router, n_experts, hidden);
+  QS_RETURN_IF_ERROR(ops::linear(h, n_tokens, router, nullptr, s.router_probs.data(), pool));
+  route_top_k(moe, s.router_probs.data(), n_tokens, s.routes.data(), s.route_weights.data());
+
+  std::fill_n(out, n_tokens * hidden, 0.0f);
+  // Experts in ascending order, each adding its weighted rows into `out`, as transformers'
+  // index_add_ loop does, so that the sums round the same way.
+  for (int64_t e = 0; e < n_experts; ++e) {
+    s.expert_rows.clear();
+    for (int64_t i = 0; i < n_tokens * k; ++i) {
+      if (s.routes[i] == e) s.expert_rows.push_back(static_cast<int32_t>(i));
+    }
+    const int64_t m = static_cast<int64_t>(s.expert_rows.size());
+    if (m == 0) continue;
+    s.expert_x.resize(m * hidden);
+    s.expert_y.resize(m * hidden);
+    for (int64_t r = 0; r < m; ++r) {
+      std::copy_n(h + (s.expert_rows[r] / k) * hidden, hidden, s.expert_x.data() + r * hidden);
+    }
+    QS_RETURN_IF_ERROR(mlp_block(w.experts[e], s.expert_x.data(), m, s, s.expert_y.data(), pool));
+    for (int64_t r = 0; r < m; ++r) {
+      const int32_t slot = s.expert_rows[r];
+      const float weight = s.route_weights[slot];
+      float* o = out + (slot / k) * hidden;
+      const float* y = s.expert_y.data() + r * hidden;
+      for (int64_t j = 0; j < hidden; ++j) o[j] += y[j] * weight;
+    }
+  }
+  if (w.shared.empty()) return ok_status();
+  s.expert_y.resize(n_tokens * hidden);
+  QS_RETURN_IF_ERROR(mlp_block(w.shared, h, n_tokens, s, s.expert_y.data(), pool));
+  s.shared_gate.resize(n_tokens);
+  const Tensor gate = f32_view(w.shared_gate, 1, hidden);
+  QS_RETURN_IF_ERROR(ops::linear(h, n_tokens, gate, nullptr, s.shared_gate.data(), pool));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float g = 1.0f / (1.0f + std::exp(-s.shared_gate[t]));
+    float* o = out + t * hidden;
+    const float* y = s.expert_y.data() + t * hidden;
+    for (int64_t j = 0; j < hidden; ++j) o[j] += g * y[j];
+  }
+  return ok_status();
 }
 
 Status decoder_layer(const ModelConfig& c, const DecoderLayerWeights& w, float* x, int64_t n_tokens,
@@ -84,7 +180,11 @@ Status decoder_layer(const ModelConfig& c, const DecoderLayerWeights& w, float* 
                                      s.delta.data(), pool));
   ops::add_inplace(x, s.delta.data(), n);
   ops::rms_norm(x, n_tokens, c.hidden_size, w.mlp_norm.data(), eps, s.h.data());
-  QS_RETURN_IF_ERROR(mlp_block(c, w.mlp, s.h.data(), n_tokens, s, s.delta.data(), pool));
+  if (w.sparse()) {
+    QS_RETURN_IF_ERROR(moe_block(c, w.moe, s.h.data(), n_tokens, s, s.delta.data(), pool));
+  } else {
+    QS_RETURN_IF_ERROR(mlp_block(w.mlp, s.h.data(), n_tokens, s, s.delta.data(), pool));
+  }
   ops::add_inplace(x, s.delta.data(), n);
   return ok_status();
 }

@@ -1,7 +1,8 @@
 // models: the shared building blocks of the decoder families: RoPE tables, the attention
-// block (q/k/v projections, optional q/k-norm, RoPE, paged GQA attention, o projection) and
-// the SwiGLU MLP block. They work on a whole batch of tokens at once, in f32, and name no
-// weight format: matmuls go through ops::linear with m = number of tokens.
+// block (q/k/v projections, optional q/k-norm, RoPE, paged GQA attention, o projection), the
+// SwiGLU MLP block and the Mixture-of-Experts block built from it. They work on a whole batch of
+// tokens at once, in f32, and name no weight format: matmuls go through ops::linear with m = number
+// of tokens.
 #pragma once
 
 #include <cstdint>
@@ -36,13 +37,24 @@ struct MlpWeights {
   ops::LinearWeight down;           // [hidden, intermediate]
   std::vector<float> b_gate, b_up;  // [intermediate]
   std::vector<float> b_down;        // [hidden]
+  bool empty() const { return gate.empty(); }
+};
+
+// The sparse MLP of an MoE layer (ModelConfig::moe).
+struct MoeWeights {
+  std::vector<float> router;        // [n_experts, hidden], f32 whatever the checkpoint stores
+  std::vector<MlpWeights> experts;  // [n_experts], each [expert_intermediate] columns
+  MlpWeights shared;                // Qwen2-MoE's shared expert; empty when there is none
+  std::vector<float> shared_gate;   // [hidden]: sigmoid(h . shared_gate) scales `shared`
 };
 
 struct DecoderLayerWeights {
   std::vector<float> attn_norm;  // [hidden]
   AttentionWeights attn;
   std::vector<float> mlp_norm;  // [hidden]
-  MlpWeights mlp;
+  MlpWeights mlp;               // dense layers
+  MoeWeights moe;               // MoE layers (moe.experts not empty)
+  bool sparse() const { return !moe.experts.empty(); }
 };
 
 // cos/sin of position * inv_freq for each token: cos, sin [n_tokens, inv_freq.size()].
@@ -55,6 +67,14 @@ struct BlockScratch {
   std::vector<float> q, k, v, attn;  // [n_tokens, n_heads|n_kv_heads * head_dim]
   std::vector<float> gate, up;       // [n_tokens, intermediate]
   std::vector<float> h, delta;       // [n_tokens, hidden]: a norm's output, a block's output
+  // MoE: router probabilities [n_tokens, n_experts]; the chosen experts and their weights
+  // [n_tokens, top_k] (left here after each MoE layer, for callers that trace routing); one
+  // expert's gathered rows and outputs [rows, hidden].
+  std::vector<float> router_probs;
+  std::vector<int32_t> routes;
+  std::vector<float> route_weights;
+  std::vector<float> expert_x, expert_y, shared_gate;
+  std::vector<int32_t> expert_rows;
 };
 
 // out = o_proj(attention(rope(norm(q_proj h)), rope(norm(k_proj h)), v_proj h)), writing the
@@ -65,13 +85,27 @@ Status attention_block(const ModelConfig& config, const AttentionWeights& w, con
                        const ops::PagedKvLayer& cache, std::span<const ops::AttentionSeq> seqs,
                        BlockScratch& scratch, float* out, ThreadPool& pool);
 
-// out = down(silu(gate h) * up h).   h, out: [n_tokens, hidden].
-Status mlp_block(const ModelConfig& config, const MlpWeights& w, const float* h, int64_t n_tokens,
+// out = down(silu(gate h) * up h).   h, out: [n_tokens, hidden]; the width is w.gate's.
+Status mlp_block(const MlpWeights& w, const float* h, int64_t n_tokens, BlockScratch& scratch,
+                 float* out, ThreadPool& pool);
+
+// The router's choice for each token, as transformers makes it: softmax over the f32 logits,
+// the top_k largest probabilities (ties to the lower expert id), renormalised to sum 1 when
+// norm_topk_prob.   probs: [n_tokens, n_experts] (the logits, softmaxed in place);
+// routes, weights: [n_tokens, top_k], largest first.
+void route_top_k(const MoeConfig& moe, float* probs, int64_t n_tokens, int32_t* routes,
+                 float* weights);
+
+// out = sum over each token's top_k experts of weight * expert(h), plus Qwen2-MoE's
+// sigmoid-gated shared expert. Tokens are grouped by expert, so each chosen expert's weights
+// are read once per call however many tokens chose it, and experts nobody chose not at all.
+//   h, out: [n_tokens, hidden]; scratch.routes / route_weights hold the choices afterwards.
+Status moe_block(const ModelConfig& config, const MoeWeights& w, const float* h, int64_t n_tokens,
                  BlockScratch& scratch, float* out, ThreadPool& pool);
 
 // One decoder layer on the residual stream x [n_tokens, hidden], in place (pre-norm):
-// x += attention_block(rms_norm(x)); x += mlp_block(rms_norm(x)). Model::forward runs it for
-// every layer; the quantizer's block forward (quant/block.h) is tested against it.
+// x += attention_block(rms_norm(x)); x += mlp_block or moe_block(rms_norm(x)). Model::forward runs
+// it for every layer; the quantizer's block forward (quant/block.h) is tested against it.
 Status decoder_layer(const ModelConfig& config, const DecoderLayerWeights& w, float* x,
                      int64_t n_tokens, const float* cos, const float* sin,
                      const ops::PagedKvLayer& cache, std::span<const ops::AttentionSeq> seqs,

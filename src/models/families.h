@@ -1,6 +1,7 @@
 // models (internal): the table of model families. Each family file (llama.cc, qwen2.cc,
-// qwen3.cc) reads the config.json fields only it has and sets the ModelConfig flags that the
-// shared blocks and the tensor list act on; the common fields are read by model_config.cc.
+// qwen3.cc, moe_families.cc) reads the config.json fields only it has and sets the ModelConfig
+// flags that the shared blocks and the tensor list act on; the common fields are read by
+// model_config.cc.
 #pragma once
 
 #include <optional>
@@ -23,10 +24,13 @@ struct FamilyDef {
 
 const std::vector<FamilyDef>& family_table();
 
-Status parse_llama_family(const nlohmann::json& config, ModelConfig* out);    // llama.cc
-Status parse_mistral_family(const nlohmann::json& config, ModelConfig* out);  // llama.cc
-Status parse_qwen2_family(const nlohmann::json& config, ModelConfig* out);    // qwen2.cc
-Status parse_qwen3_family(const nlohmann::json& config, ModelConfig* out);    // qwen3.cc
+Status parse_llama_family(const nlohmann::json& config, ModelConfig* out);      // llama.cc
+Status parse_mistral_family(const nlohmann::json& config, ModelConfig* out);    // llama.cc
+Status parse_qwen2_family(const nlohmann::json& config, ModelConfig* out);      // qwen2.cc
+Status parse_qwen3_family(const nlohmann::json& config, ModelConfig* out);      // qwen3.cc
+Status parse_qwen2_moe_family(const nlohmann::json& config, ModelConfig* out);  // moe_families.cc
+Status parse_qwen3_moe_family(const nlohmann::json& config, ModelConfig* out);  // moe_families.cc
+Status parse_mixtral_family(const nlohmann::json& config, ModelConfig* out);    // moe_families.cc
 
 // Typed reads of optional config.json fields; a present field of the wrong type is an error
 // naming it. JSON null counts as absent.

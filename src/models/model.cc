@@ -15,15 +15,6 @@
 namespace qs::models {
 namespace {
 
-// Linear weights ("..._proj.weight", "lm_head.weight") may be stored quantized under other
-// names; LinearLoader checks them against their layout instead.
-bool is_linear_weight(const std::string& name) {
-  constexpr std::string_view kProj = "_proj.weight";
-  return name == "lm_head.weight" ||
-         (name.size() > kProj.size() &&
-          name.compare(name.size() - kProj.size(), kProj.size(), kProj) == 0);
-}
-
 std::string module_of(const std::string& weight_name) {
   return weight_name.substr(0, weight_name.size() - std::string_view(".weight").size());
 }
@@ -44,8 +35,10 @@ Status report(const std::string& dir, const ModelConfig& config,
 // in one go (the linears' problems are collected by LinearLoader and reported with these).
 std::vector<std::string> validate_tensors(const io::Checkpoint& ckpt, const ModelConfig& config) {
   std::vector<std::string> problems;
+  // Linear weights may be stored quantized under other names; LinearLoader checks them
+  // against their layout instead.
   for (const TensorSpec& spec : expected_tensors(config)) {
-    if (is_linear_weight(spec.name)) continue;
+    if (spec.linear) continue;
     if (ckpt.has(module_of(spec.name) + ".qweight")) {
       problems.push_back("tensor '" + spec.name + "' is stored quantized, which is supported " +
                          "for linear layers only");
@@ -75,7 +68,7 @@ void warn_unexpected(const io::Checkpoint& ckpt, const ModelConfig& config,
                      const std::set<std::string>& consumed) {
   std::set<std::string> expected_names;
   for (const TensorSpec& spec : expected_tensors(config)) {
-    if (!is_linear_weight(spec.name)) expected_names.insert(spec.name);
+    if (!spec.linear) expected_names.insert(spec.name);
   }
   for (const std::string& name : ckpt.names()) {
     // Tied checkpoints may still carry lm_head.weight, which transformers ignores too.
@@ -136,14 +129,21 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   // Linear weights are loaded even when other tensors are already known to be broken, so
   // that one error lists every problem.
   std::vector<std::pair<std::string, ops::LinearWeight*>> order;
-  auto linear = [&](const std::string& module, int64_t n, int64_t k, ops::LinearWeight* w) {
+  auto linear = [&](const std::string& module, int64_t n, int64_t k, ops::LinearWeight* w,
+                    bool routed = false) {
     LinearInfo info;
     info.name = module;
+    info.routed_expert = routed;
     linears.load(module, n, k, w, &info.scheme, &info.stored_bytes);
     m->linear_infos_.push_back(info);
     order.emplace_back(module, w);
   };
-  const int64_t hidden = config.hidden_size, inter = config.intermediate_size;
+  auto mlp = [&](const MlpNames& names, int64_t inter, MlpWeights* w, bool routed) {
+    linear(names.gate, inter, config.hidden_size, &w->gate, routed);
+    linear(names.up, inter, config.hidden_size, &w->up, routed);
+    linear(names.down, config.hidden_size, inter, &w->down, routed);
+  };
+  const int64_t hidden = config.hidden_size;
   const int64_t q_dim = config.n_heads * config.head_dim;
   const int64_t kv_dim = config.n_kv_heads * config.head_dim;
   m->layers_.resize(config.n_layers);
@@ -154,9 +154,17 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
     linear(p + "self_attn.k_proj", kv_dim, hidden, &l.attn.wk);
     linear(p + "self_attn.v_proj", kv_dim, hidden, &l.attn.wv);
     linear(p + "self_attn.o_proj", hidden, q_dim, &l.attn.wo);
-    linear(p + "mlp.gate_proj", inter, hidden, &l.mlp.gate);
-    linear(p + "mlp.up_proj", inter, hidden, &l.mlp.up);
-    linear(p + "mlp.down_proj", hidden, inter, &l.mlp.down);
+    if (is_moe_layer(config, i)) {
+      l.moe.experts.resize(config.moe.n_experts);
+      for (int64_t e = 0; e < config.moe.n_experts; ++e) {
+        mlp(mlp_names(config, i, e), config.moe.expert_intermediate, &l.moe.experts[e], true);
+      }
+      if (config.moe.shared_intermediate > 0) {
+        mlp(mlp_names(config, i, -1), config.moe.shared_intermediate, &l.moe.shared, false);
+      }
+    } else {
+      mlp(mlp_names(config, i, 0), config.intermediate_size, &l.mlp, false);
+    }
   }
   if (!config.tie_word_embeddings) linear("lm_head", config.vocab_size, hidden, &m->lm_head_);
   problems.insert(problems.end(), linears.problems().begin(), linears.problems().end());
@@ -181,10 +189,18 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
     a.q_norm = get_f32_if(config.qk_norm, ckpt, p + "self_attn.q_norm.weight");
     a.k_norm = get_f32_if(config.qk_norm, ckpt, p + "self_attn.k_norm.weight");
     a.sliding_window = config.sliding_window[i];
+    if (is_moe_layer(config, i)) {
+      l.moe.router = get_f32(ckpt, router_name(config, i) + ".weight");
+      if (config.moe.shared_intermediate > 0) {
+        l.moe.shared_gate = get_f32(ckpt, shared_gate_name(config, i) + ".weight");
+      }
+      continue;
+    }
+    const MlpNames names = mlp_names(config, i, 0);
     MlpWeights& f = l.mlp;
-    f.b_gate = get_f32_if(config.mlp_bias, ckpt, p + "mlp.gate_proj.bias");
-    f.b_up = get_f32_if(config.mlp_bias, ckpt, p + "mlp.up_proj.bias");
-    f.b_down = get_f32_if(config.mlp_bias, ckpt, p + "mlp.down_proj.bias");
+    f.b_gate = get_f32_if(config.mlp_bias, ckpt, names.gate + ".bias");
+    f.b_up = get_f32_if(config.mlp_bias, ckpt, names.up + ".bias");
+    f.b_down = get_f32_if(config.mlp_bias, ckpt, names.down + ".bias");
   }
   m->final_norm_ = get_f32(ckpt, "model.norm.weight");
   if (config.tie_word_embeddings) {
@@ -206,18 +222,39 @@ std::vector<LinearInfo> Model::linears() const {
 }
 
 size_t Model::decode_weight_bytes() const {
+  // A routed expert is read by top_k of every n_experts tokens' worth of choices: one token
+  // streams top_k experts of each MoE layer, which on average is this share of their bytes.
+  const double routed_share =
+      config_.moe.n_experts > 0
+          ? static_cast<double>(config_.moe.top_k) / static_cast<double>(config_.moe.n_experts)
+          : 1.0;
+  double routed = 0;
   size_t bytes = 0;
-  for (const LinearInfo& l : linear_infos_) bytes += l.weight->resident_bytes();
-  for (const DecoderLayerWeights& l : layers_) {
-    bytes +=
-        (l.attn_norm.size() + l.mlp_norm.size() + l.attn.q_norm.size() + l.attn.k_norm.size()) *
-        sizeof(float);
+  for (const LinearInfo& l : linear_infos_) {
+    if (l.routed_expert) {
+      routed += static_cast<double>(l.weight->resident_bytes());
+    } else {
+      bytes += l.weight->resident_bytes();
+    }
   }
-  return bytes + final_norm_.size() * sizeof(float);
+  for (const DecoderLayerWeights& l : layers_) {
+    bytes += (l.attn_norm.size() + l.mlp_norm.size() + l.attn.q_norm.size() + l.attn.k_norm.size() +
+              l.moe.router.size() + l.moe.shared_gate.size()) *
+             sizeof(float);
+  }
+  return bytes + static_cast<size_t>(routed * routed_share) + final_norm_.size() * sizeof(float);
 }
 
 size_t Model::resident_weight_bytes() const {
-  return decode_weight_bytes() + (config_.tie_word_embeddings ? 0 : embed_.nbytes());
+  size_t bytes = 0;
+  for (const LinearInfo& l : linear_infos_) bytes += l.weight->resident_bytes();
+  for (const DecoderLayerWeights& l : layers_) {
+    bytes += (l.attn_norm.size() + l.mlp_norm.size() + l.attn.q_norm.size() + l.attn.k_norm.size() +
+              l.moe.router.size() + l.moe.shared_gate.size()) *
+             sizeof(float);
+  }
+  bytes += final_norm_.size() * sizeof(float);
+  return bytes + (config_.tie_word_embeddings ? 0 : embed_.nbytes());
 }
 
 Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLayer> kv,
@@ -270,6 +307,9 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
   for (int64_t i = 0; i < c.n_layers; ++i) {
     QS_RETURN_IF_ERROR(decoder_layer(c, layers_[i], x.data(), n_tokens, cos.data(), sin.data(),
                                      kv[i], batch.seqs, scratch, pool));
+    if (batch.routes != nullptr && layers_[i].sparse()) {
+      batch.routes->insert(batch.routes->end(), scratch.routes.begin(), scratch.routes.end());
+    }
   }
 
   // Only the rows whose logits are wanted go through the final norm and lm_head.

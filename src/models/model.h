@@ -34,6 +34,9 @@ struct ForwardBatch {
   // false: logits of the last new token of each sequence, [n_seqs, vocab];
   // true: logits of every token, [n_tokens, vocab] (goldens, perplexity).
   bool all_logits = false;
+  // When set, each MoE layer appends the experts it chose: [n_moe_layers][n_tokens][top_k],
+  // largest weight first (tests against transformers' router; routing statistics).
+  std::vector<int32_t>* routes = nullptr;
 };
 
 struct LoadOptions {
@@ -48,6 +51,7 @@ struct LinearInfo {
   const ops::LinearWeight* weight = nullptr;
   formats::QuantScheme scheme;  // as the checkpoint stores it (kDense: 16-bit)
   size_t stored_bytes = 0;      // its tensors' bytes in the checkpoint (bias excluded)
+  bool routed_expert = false;   // an MoE expert, read only by the tokens routed to it
 };
 
 class Model {
@@ -64,12 +68,16 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const io::QuantConfig& quant_config() const { return quant_; }
-  // Every matmul in forward order (q, k, v, o, gate, up, down per layer, then lm_head).
+  // Every matmul in forward order (q, k, v, o, then gate, up, down of the MLP, or of each
+  // expert and the shared expert, per layer; then lm_head).
   std::vector<LinearInfo> linears() const;
-  // Weight bytes one decode step streams: all linears' resident bytes, lm_head included
-  // (also when tied to the embedding), plus norms; not the embedding table.
+  // Weight bytes one decode step of one sequence streams: the linears' resident bytes, lm_head
+  // included (also when tied to the embedding), norms and routers, with the routed experts
+  // counted at top_k / n_experts of their bytes (the active parameters of an MoE model); not
+  // the embedding table.
   size_t decode_weight_bytes() const;
-  // All resident weight bytes: decode_weight_bytes() plus the embedding table when untied.
+  // All resident weight bytes: every linear and expert, norms, and the embedding table when
+  // untied.
   size_t resident_weight_bytes() const;
 
   // Runs the batch, writing its K/V into `kv` (one entry per layer) and the requested logits

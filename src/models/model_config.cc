@@ -20,6 +20,9 @@ const std::vector<FamilyDef>& family_table() {
       {"MistralForCausalLM", Family::kMistral, parse_mistral_family},
       {"Qwen2ForCausalLM", Family::kQwen2, parse_qwen2_family},
       {"Qwen3ForCausalLM", Family::kQwen3, parse_qwen3_family},
+      {"Qwen2MoeForCausalLM", Family::kQwen2Moe, parse_qwen2_moe_family},
+      {"Qwen3MoeForCausalLM", Family::kQwen3Moe, parse_qwen3_moe_family},
+      {"MixtralForCausalLM", Family::kMixtral, parse_mixtral_family},
   };
   return kTable;
 }
@@ -328,35 +331,72 @@ std::vector<float> rope_inv_freq(const ModelConfig& config) {
   return inv;
 }
 
+MlpNames mlp_names(const ModelConfig& c, int64_t layer, int64_t expert) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".";
+  if (!is_moe_layer(c, layer)) return {p + "mlp.gate_proj", p + "mlp.up_proj", p + "mlp.down_proj"};
+  if (c.moe.naming == ExpertNaming::kMixtral) {
+    const std::string e = p + "block_sparse_moe.experts." + std::to_string(expert) + ".";
+    return {e + "w1", e + "w3", e + "w2"};
+  }
+  const std::string e =
+      expert < 0 ? p + "mlp.shared_expert." : p + "mlp.experts." + std::to_string(expert) + ".";
+  return {e + "gate_proj", e + "up_proj", e + "down_proj"};
+}
+
+std::string router_name(const ModelConfig& c, int64_t layer) {
+  return "model.layers." + std::to_string(layer) +
+         (c.moe.naming == ExpertNaming::kMixtral ? ".block_sparse_moe.gate" : ".mlp.gate");
+}
+
+std::string shared_gate_name(const ModelConfig&, int64_t layer) {
+  return "model.layers." + std::to_string(layer) + ".mlp.shared_expert_gate";
+}
+
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
   const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  const int64_t hidden = c.hidden_size;
   std::vector<TensorSpec> t;
-  t.push_back({"model.embed_tokens.weight", {c.vocab_size, c.hidden_size}});
+  t.push_back({"model.embed_tokens.weight", {c.vocab_size, hidden}});
+  // A SwiGLU MLP (dense, an expert or the shared expert) of `inter` columns.
+  auto mlp = [&](const MlpNames& n, int64_t inter, bool bias) {
+    t.push_back({n.gate + ".weight", {inter, hidden}, true});
+    if (bias) t.push_back({n.gate + ".bias", {inter}});
+    t.push_back({n.up + ".weight", {inter, hidden}, true});
+    if (bias) t.push_back({n.up + ".bias", {inter}});
+    t.push_back({n.down + ".weight", {hidden, inter}, true});
+    if (bias) t.push_back({n.down + ".bias", {hidden}});
+  };
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    t.push_back({p + "input_layernorm.weight", {c.hidden_size}});
+    t.push_back({p + "input_layernorm.weight", {hidden}});
     for (const auto& [name, rows] : {std::pair<const char*, int64_t>{"q_proj", q_dim},
                                      {"k_proj", kv_dim},
                                      {"v_proj", kv_dim}}) {
-      t.push_back({p + "self_attn." + name + ".weight", {rows, c.hidden_size}});
+      t.push_back({p + "self_attn." + name + ".weight", {rows, hidden}, true});
       if (c.qkv_bias) t.push_back({p + "self_attn." + name + ".bias", {rows}});
     }
-    t.push_back({p + "self_attn.o_proj.weight", {c.hidden_size, q_dim}});
-    if (c.o_bias) t.push_back({p + "self_attn.o_proj.bias", {c.hidden_size}});
+    t.push_back({p + "self_attn.o_proj.weight", {hidden, q_dim}, true});
+    if (c.o_bias) t.push_back({p + "self_attn.o_proj.bias", {hidden}});
     if (c.qk_norm) {
       t.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
       t.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
     }
-    t.push_back({p + "post_attention_layernorm.weight", {c.hidden_size}});
-    t.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, c.hidden_size}});
-    if (c.mlp_bias) t.push_back({p + "mlp.gate_proj.bias", {c.intermediate_size}});
-    t.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, c.hidden_size}});
-    if (c.mlp_bias) t.push_back({p + "mlp.up_proj.bias", {c.intermediate_size}});
-    t.push_back({p + "mlp.down_proj.weight", {c.hidden_size, c.intermediate_size}});
-    if (c.mlp_bias) t.push_back({p + "mlp.down_proj.bias", {c.hidden_size}});
+    t.push_back({p + "post_attention_layernorm.weight", {hidden}});
+    if (is_moe_layer(c, i)) {
+      t.push_back({router_name(c, i) + ".weight", {c.moe.n_experts, hidden}});
+      for (int64_t e = 0; e < c.moe.n_experts; ++e) {
+        mlp(mlp_names(c, i, e), c.moe.expert_intermediate, false);
+      }
+      if (c.moe.shared_intermediate > 0) {
+        mlp(mlp_names(c, i, -1), c.moe.shared_intermediate, false);
+        t.push_back({shared_gate_name(c, i) + ".weight", {1, hidden}});
+      }
+    } else {
+      mlp(mlp_names(c, i, 0), c.intermediate_size, c.mlp_bias);
+    }
   }
-  t.push_back({"model.norm.weight", {c.hidden_size}});
-  if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {c.vocab_size, c.hidden_size}});
+  t.push_back({"model.norm.weight", {hidden}});
+  if (!c.tie_word_embeddings) t.push_back({"lm_head.weight", {c.vocab_size, hidden}, true});
   return t;
 }
 

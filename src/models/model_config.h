@@ -1,8 +1,9 @@
 // models: the hyper-parameters of a decoder-only checkpoint, read from its config.json, and
 // the declarative list of tensors such a checkpoint must hold. The list is the one truth used
 // by the loader (validation) and by `quantserve make-model` (random checkpoints at real
-// shapes). Family quirks (Qwen2 q/k/v bias, Qwen3 q/k-norm, Mistral sliding window) are flags
-// here, set by each family's parser (llama.cc, qwen2.cc, qwen3.cc).
+// shapes). Family quirks (Qwen2 q/k/v bias, Qwen3 q/k-norm, Mistral sliding window, the
+// Mixture-of-Experts MLP of Qwen2-MoE / Qwen3-MoE / Mixtral) are fields here, set by each
+// family's parser (llama.cc, qwen2.cc, qwen3.cc, moe_families.cc).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,26 @@
 
 namespace qs::models {
 
-enum class Family { kLlama, kMistral, kQwen2, kQwen3 };
+enum class Family { kLlama, kMistral, kQwen2, kQwen3, kQwen2Moe, kQwen3Moe, kMixtral };
+
+// How a checkpoint names an MoE layer's router and experts (transformers' per-expert layout):
+//   kQwen:    mlp.gate.weight, mlp.experts.E.{gate,up,down}_proj.weight
+//             (+ mlp.shared_expert.{gate,up,down}_proj, mlp.shared_expert_gate for Qwen2-MoE)
+//   kMixtral: block_sparse_moe.gate.weight, block_sparse_moe.experts.E.{w1,w3,w2}.weight
+//             (w1 = gate, w3 = up, w2 = down)
+enum class ExpertNaming { kQwen, kMixtral };
+
+// The sparse MLP of the MoE layers. The router is a [n_experts, hidden] matmul in f32; softmax
+// over experts, the top_k largest kept (renormalised to sum 1 when norm_topk_prob), and each
+// chosen expert's SwiGLU output weighted by its probability.
+struct MoeConfig {
+  int64_t n_experts = 0;  // 0: a dense model
+  int64_t top_k = 0;
+  int64_t expert_intermediate = 0;  // moe_intermediate_size (Mixtral: intermediate_size)
+  int64_t shared_intermediate = 0;  // Qwen2-MoE's always-on shared expert; 0: none
+  bool norm_topk_prob = false;
+  ExpertNaming naming = ExpertNaming::kQwen;
+};
 
 // rope_scaling of config.json; kNone also stands for rope_type "default".
 enum class RopeScaling { kNone, kLinear, kDynamic, kLlama3 };
@@ -52,6 +72,10 @@ struct ModelConfig {
   // Per layer: attend only to the last `window` positions (HF: kv_idx > q_idx - window);
   // 0 = full causal attention. [n_layers]
   std::vector<int64_t> sliding_window;
+  MoeConfig moe;
+  // Per layer: whether its MLP is the sparse MoE one (decoder_sparse_step, mlp_only_layers);
+  // empty or all false for dense models. [n_layers]
+  std::vector<bool> moe_layer;
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 };
@@ -73,7 +97,26 @@ std::vector<float> rope_inv_freq(const ModelConfig& config);
 struct TensorSpec {
   std::string name;            // e.g. "model.layers.0.self_attn.q_proj.weight"
   std::vector<int64_t> shape;  // row-major, as stored: nn.Linear weights are [out, in]
+  // A matmul weight that quantized checkpoints may store packed (the q/k/v/o and MLP
+  // projections, the experts, lm_head). The MoE router and Qwen2-MoE's shared-expert gate are
+  // not: the tools keep them 16-bit and the engine runs them in f32.
+  bool linear = false;
 };
+
+// The module names of layer `layer`'s MLP weights: for a dense layer its gate/up/down
+// projections; for an MoE layer expert e's (e in [0, n_experts)), or the shared expert's
+// (e = -1). Without the ".weight" suffix.
+inline bool is_moe_layer(const ModelConfig& config, int64_t layer) {
+  return layer < static_cast<int64_t>(config.moe_layer.size()) && config.moe_layer[layer];
+}
+
+struct MlpNames {
+  std::string gate, up, down;
+};
+MlpNames mlp_names(const ModelConfig& config, int64_t layer, int64_t expert);
+// The router ("...mlp.gate") and, for Qwen2-MoE, the shared-expert gate of an MoE layer.
+std::string router_name(const ModelConfig& config, int64_t layer);
+std::string shared_gate_name(const ModelConfig& config, int64_t layer);
 
 // Every tensor a checkpoint of `config` must hold, in a stable order (embedding, layers, final
 // norm, lm_head unless tied).

@@ -12,11 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // One layer_config entry applied to `spec`: a scheme string or an object of overrides.
 // Returns false in *quantize when the entry asks for 16 bits.
 Status apply_override(const std::string& key, const json& value, io::IntQuantSpec* spec,
@@ -211,10 +206,7 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const models::Mode
   target.vocab_size = config.vocab_size;
   target.hidden_size = config.hidden_size;
   for (const models::TensorSpec& t : models::expected_tensors(config)) {
-    if (t.shape.size() != 2 || !ends_with(t.name, ".weight") ||
-        t.name == "model.embed_tokens.weight") {
-      continue;
-    }
+    if (!t.linear) continue;  // the embedding, norms, MoE routers and shared-expert gates
     target.linears.push_back({t.name.substr(0, t.name.size() - 7), t.shape[0], t.shape[1]});
   }
   return plan_quantization(o, target);

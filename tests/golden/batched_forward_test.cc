@@ -36,6 +36,24 @@ std::vector<Case> cases() {
   auto mistral = testing::tiny_config("MistralForCausalLM");
   mistral["sliding_window"] = 6;
   out.push_back({"MistralWindow6", mistral});
+  // MoE: tokens of different sequences share experts in one call, so the grouping by expert
+  // must not mix them up.
+  auto qwen3_moe = testing::tiny_config("Qwen3MoeForCausalLM");
+  qwen3_moe.update({{"num_experts", 6},
+                    {"num_experts_per_tok", 2},
+                    {"moe_intermediate_size", 16},
+                    {"norm_topk_prob", true},
+                    {"head_dim", 8}});
+  out.push_back({"Qwen3Moe", qwen3_moe});
+  auto qwen2_moe = testing::tiny_config("Qwen2MoeForCausalLM");
+  qwen2_moe.update({{"num_experts", 4},
+                    {"num_experts_per_tok", 3},
+                    {"moe_intermediate_size", 16},
+                    {"shared_expert_intermediate_size", 24}});
+  out.push_back({"Qwen2MoeShared", qwen2_moe});
+  auto mixtral = testing::tiny_config("MixtralForCausalLM");
+  mixtral.update({{"num_local_experts", 4}, {"num_experts_per_tok", 2}});
+  out.push_back({"Mixtral", mixtral});
   return out;
 }
 

@@ -1,8 +1,9 @@
 // golden: tiny random-init Hugging Face checkpoints of every family (tests/golden/fixtures/hf,
 // made by scripts/golden/gen_hf_fixtures.py with transformers) against their reference.json:
 // the logits of every prompt token, then 12 greedy decode steps whose tokens must match
-// exactly and whose logits must match to 1e-4 relative. Decoding goes through the same
-// batched paged forward as serving, one token per step.
+// exactly and whose logits must match to 1e-4 relative; for the MoE families also the router's
+// top-k experts of every token. Decoding goes through the same batched paged forward as
+// serving, one token per step.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -39,6 +40,33 @@ void expect_logits_close(const float* got, const std::vector<float>& want, int64
   EXPECT_EQ(bad, 0) << what;
 }
 
+// want: [moe_layer][token][k] from transformers' router over prompt + greedy tokens; got: the
+// engine's choices from the prefill ([moe_layer][n][k]) and from each decode step
+// ([moe_layer][1][k]).
+void expect_routes_equal(const nlohmann::json& want, const std::vector<int32_t>& prefill,
+                         const std::vector<std::vector<int32_t>>& steps, int64_t k,
+                         const std::string& what) {
+  const int64_t n_layers = static_cast<int64_t>(want.size());
+  ASSERT_GT(n_layers, 0) << what;
+  const int64_t n = static_cast<int64_t>(prefill.size()) / (n_layers * k);
+  ASSERT_EQ(static_cast<int64_t>(prefill.size()), n_layers * n * k) << what;
+  int64_t checked = 0;
+  for (int64_t l = 0; l < n_layers; ++l) {
+    ASSERT_EQ(static_cast<int64_t>(want[l].size()), n + static_cast<int64_t>(steps.size())) << what;
+    for (int64_t t = 0; t < static_cast<int64_t>(want[l].size()); ++t) {
+      const auto expected = want[l][t].get<std::vector<int32_t>>();
+      ASSERT_EQ(static_cast<int64_t>(expected.size()), k) << what;
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t got = t < n ? prefill[(l * n + t) * k + j] : steps[t - n].at(l * k + j);
+        EXPECT_EQ(got, expected[j])
+            << what << " MoE layer " << l << " token " << t << " slot " << j;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, n_layers * (n + static_cast<int64_t>(steps.size())) * k) << what;
+}
+
 class HfLogits : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfLogits, PromptAndGreedyLogitsMatchTransformers) {
@@ -66,6 +94,10 @@ TEST_P(HfLogits, PromptAndGreedyLogitsMatchTransformers) {
     prefill.token_ids = ids;
     prefill.seqs = {{0, n, 0, cache.block_table(0)}};
     prefill.all_logits = true;
+    // MoE: the experts chosen for each token, prefill then decode steps, [layer][token][k].
+    std::vector<int32_t> prefill_routes;
+    std::vector<std::vector<int32_t>> step_routes(steps.size());
+    prefill.routes = &prefill_routes;
     std::vector<float> logits;
     ASSERT_TRUE((*model)->forward(prefill, cache.layers(), pool, &logits).ok());
     const auto& pl = p["prompt_logits"];
@@ -91,7 +123,13 @@ TEST_P(HfLogits, PromptAndGreedyLogitsMatchTransformers) {
       models::ForwardBatch decode;
       decode.token_ids = {steps[s]};
       decode.seqs = {{0, 1, n + s, cache.block_table(0)}};
+      decode.routes = &step_routes[s];
       ASSERT_TRUE((*model)->forward(decode, cache.layers(), pool, &step_logits).ok()) << at;
+    }
+    if (p.contains("router_top_k")) {
+      expect_routes_equal(p["router_top_k"], prefill_routes, step_routes, c.moe.top_k, what);
+    } else {
+      EXPECT_TRUE(prefill_routes.empty()) << what;
     }
   }
 }
@@ -112,7 +150,8 @@ TEST(HfLogitsFixtures, EveryFamilyHasAFixture) {
     architectures.insert((*config)["architectures"][0].get<std::string>());
   }
   for (const char* a :
-       {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}) {
+       {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+        "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"}) {
     EXPECT_TRUE(architectures.count(a)) << a;
   }
 }
