@@ -49,6 +49,7 @@ Status add_loaded_linears(const std::string& dir, const Flags& flags,
     reports.push_back(std::move(r));
   }
   io::set_loaded_linears(summary, std::move(reports), model->resident_weight_bytes());
+  summary->decode_bytes_per_token = model->decode_weight_bytes();
   return ok_status();
 }
 

@@ -38,6 +38,10 @@ constexpr const char* kHyperParameterKeys[] = {
     "num_local_experts",
     "num_experts_per_tok",
     "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "norm_topk_prob",
+    "decoder_sparse_step",
+    "mlp_only_layers",
     "bos_token_id",
     "eos_token_id",
 };
@@ -82,9 +86,11 @@ std::string bytes_text(uint64_t n) {
 
 // Layers that differ only in their block index share one row of the text table:
 // "model.layers.*.self_attn.q_proj" when every block is in it, else "model.layers.[0-2,4].x".
+// Further indices (MoE experts) are folded the same way: "model.layers.*.mlp.experts.*.up_proj".
 struct LinearGroup {
-  std::string pattern;  // the name with its first ".<digits>." replaced by ".*."
-  std::vector<int64_t> indices;
+  std::string pattern;           // the name with every ".<digits>." replaced by ".*."
+  std::vector<int64_t> indices;  // distinct block indices, in order of appearance
+  int64_t members = 0;
   const LinearReport* first = nullptr;
 };
 
@@ -120,12 +126,21 @@ std::string index_ranges(const std::vector<int64_t>& v) {
   return out;
 }
 
+// ".3.up_proj" -> ".*.up_proj": the indices after the block's.
+std::string fold_indices(std::string tail) {
+  for (;;) {
+    auto [head, index, rest] = split_index(tail);
+    if (index < 0) return tail;
+    tail = head + "*" + rest;
+  }
+}
+
 std::vector<std::string> linear_table(const std::vector<LinearReport>& linears) {
   std::vector<LinearGroup> groups;
   std::set<int64_t> all_indices;
   for (const auto& l : linears) {
     auto [head, index, tail] = split_index(l.name);
-    const std::string pattern = index < 0 ? l.name : head + "*" + tail;
+    const std::string pattern = index < 0 ? l.name : head + "*" + fold_indices(tail);
     if (index >= 0) all_indices.insert(index);
     auto same = [&](const LinearGroup& g) {
       const LinearReport& f = *g.first;
@@ -134,22 +149,28 @@ std::vector<std::string> linear_table(const std::vector<LinearReport>& linears) 
     };
     auto it = std::find_if(groups.begin(), groups.end(), same);
     if (it == groups.end()) {
-      groups.push_back({pattern, {}, &l});
+      groups.push_back({pattern, {}, 0, &l});
       it = groups.end() - 1;
     }
-    if (index >= 0) it->indices.push_back(index);
+    ++it->members;
+    if (index >= 0 && (it->indices.empty() || it->indices.back() != index)) {
+      it->indices.push_back(index);
+    }
   }
   std::vector<std::vector<std::string>> rows = {
       {"module", "count", "shape [n, k]", "scheme", "kernel", "stored", "resident", "as bf16"}};
   for (const auto& g : groups) {
     std::string name = g.first->name;
-    if (g.indices.size() > 1) {
+    if (g.members > 1) {
       auto [head, index, tail] = split_index(g.first->name);
       const bool every = g.indices.size() == all_indices.size();
-      name = head + (every ? "*" : "[" + index_ranges(g.indices) + "]") + tail;
+      const std::string blocks = g.indices.size() == 1 ? std::to_string(index)
+                                 : every               ? "*"
+                                                       : "[" + index_ranges(g.indices) + "]";
+      name = head + blocks + fold_indices(tail);
     }
     const LinearReport& f = *g.first;
-    rows.push_back({name, "x" + std::to_string(std::max<size_t>(1, g.indices.size())),
+    rows.push_back({name, "x" + std::to_string(g.members),
                     "[" + std::to_string(f.n) + ", " + std::to_string(f.k) + "]", f.scheme,
                     f.kernel, human_bytes(f.stored_bytes), human_bytes(f.resident_bytes),
                     human_bytes(f.bf16_bytes())});
@@ -265,6 +286,7 @@ json summary_to_json(const CheckpointSummary& s) {
                     {"linear_resident_bytes", resident},
                     {"linear_bf16_bytes", bf16},
                     {"model_resident_bytes", s.model_resident_bytes},
+                    {"decode_bytes_per_token", s.decode_bytes_per_token},
                     {"model_bf16_bytes", static_cast<uint64_t>(s.n_parameters) * 2}};
   }
   return {
@@ -324,6 +346,9 @@ std::string summary_to_text(const CheckpointSummary& s) {
   line(&out, "model weights resident",
        bytes_text(s.model_resident_bytes) + "; as bf16 " +
            bytes_text(static_cast<uint64_t>(s.n_parameters) * 2));
+  if (s.decode_bytes_per_token > 0) {
+    line(&out, "weights read per token", bytes_text(s.decode_bytes_per_token));
+  }
   return out;
 }
 

@@ -60,6 +60,9 @@ struct CheckpointSummary {
   // (inspect loads the model only for quantized checkpoints).
   std::vector<LinearReport> linears;
   uint64_t model_resident_bytes = 0;  // models::Model::resident_weight_bytes()
+  // models::Model::decode_weight_bytes(): what one decode step of one sequence reads; below
+  // the resident bytes for MoE models (only the routed experts' share) and untied embeddings.
+  uint64_t decode_bytes_per_token = 0;
 };
 
 // Reads <dir>/config.json (required) and the checkpoint's safetensors headers.

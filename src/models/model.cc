@@ -156,8 +156,20 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
     linear(p + "self_attn.o_proj", hidden, q_dim, &l.attn.wo);
     if (is_moe_layer(config, i)) {
       l.moe.experts.resize(config.moe.n_experts);
+      const size_t first = m->linear_infos_.size();
       for (int64_t e = 0; e < config.moe.n_experts; ++e) {
         mlp(mlp_names(config, i, e), config.moe.expert_intermediate, &l.moe.experts[e], true);
+      }
+      // Experts of one layer share one quantization: the checkpoint formats lay them out as
+      // one stack (auto-round, GPTQ, vLLM's fused MoE), and a routed matmul runs them alike.
+      for (size_t j = first + 3; j < m->linear_infos_.size(); ++j) {
+        const LinearInfo& a = m->linear_infos_[first + (j - first) % 3];
+        const LinearInfo& b = m->linear_infos_[j];
+        if (!(a.scheme == b.scheme)) {
+          problems.push_back("expert '" + b.name + "' is stored as " + b.scheme.describe() +
+                             " but its sibling '" + a.name + "' as " + a.scheme.describe() +
+                             "; the experts of one layer must share one quantization");
+        }
       }
       if (config.moe.shared_intermediate > 0) {
         mlp(mlp_names(config, i, -1), config.moe.shared_intermediate, &l.moe.shared, false);

@@ -30,6 +30,10 @@ TEST(ModelPresets, ParameterCountsMatchPublishedOnes) {
   EXPECT_EQ(parameter_count("tinyllama-1.1b"), 1100048384);  // TinyLlama-1.1B
   EXPECT_EQ(parameter_count("llama-3.2-1b"), 1235814400);    // Llama-3.2-1B: 1.24B
   EXPECT_EQ(parameter_count("qwen3-0.6b"), 596049920);       // Qwen3-0.6B: 0.6B
+  // Mixture-of-Experts: every expert counted (the safetensors totals of the hub checkpoints).
+  EXPECT_EQ(parameter_count("qwen3-30b-a3b"), 30532122624);      // Qwen3-30B-A3B: 30.5B
+  EXPECT_EQ(parameter_count("qwen1.5-moe-a2.7b"), 14315784192);  // Qwen1.5-MoE-A2.7B: 14.3B
+  EXPECT_EQ(parameter_count("mixtral-8x7b"), 46702792704);       // Mixtral-8x7B: 46.7B
 }
 
 TEST(ModelPresets, EveryPresetParses) {

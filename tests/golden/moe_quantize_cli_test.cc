@@ -1,0 +1,174 @@
+// golden: Mixture-of-Experts checkpoints through the built binary. `make-model --quantize` and
+// `quantize` (RTN) pack every expert and leave the routers and the shared-expert gate 16-bit
+// (as auto-round does, and as transformers and vLLM expect to load them); the result loads
+// with no flag and stays close to the 16-bit model; experts of one layer with different
+// quantizations are refused naming the expert; the tuned modes say they do not cover MoE yet.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "../common/cli.h"
+#include "engine/kv_cache.h"
+#include "io/checkpoint.h"
+#include "models/model.h"
+
+namespace qs {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CliResult;
+using testing::run_cli;
+using testing::slurp;
+
+const std::string kRtn = " --iters 0 --disable_opt_rtn";
+
+class MoeQuantizeCli : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "qs_moe_quant_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    nlohmann::json config = {{"architectures", {GetParam()}},
+                             {"hidden_size", 64},
+                             {"intermediate_size", 96},
+                             {"num_hidden_layers", 2},
+                             {"num_attention_heads", 4},
+                             {"num_key_value_heads", 2},
+                             {"vocab_size", 96},
+                             {"max_position_embeddings", 64},
+                             {"rms_norm_eps", 1e-5},
+                             {"tie_word_embeddings", false},
+                             {"num_experts", 4},
+                             {"num_experts_per_tok", 2},
+                             {"moe_intermediate_size", 64},
+                             {"shared_expert_intermediate_size", 96},
+                             {"eos_token_id", 2}};
+    std::ofstream(dir_ + "/tiny.json") << config.dump();
+    CliResult r =
+        run_cli("make-model --config " + dir_ + "/tiny.json --dtype bf16 --seed 3 --out " + src());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string src() const { return dir_ + "/src"; }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string dir_;
+};
+
+// Every position's logits of one prompt.
+std::vector<float> prompt_logits(const std::string& dir, const std::vector<int32_t>& ids) {
+  auto model = models::Model::load(dir);
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  if (!model.ok()) return {};
+  const models::ModelConfig& c = (*model)->config();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  engine::KvCache cache({c.n_layers, c.n_kv_heads, c.head_dim, (n + 15) / 16, 16});
+  EXPECT_TRUE(cache.reserve(0, n).ok());
+  models::ForwardBatch batch;
+  batch.token_ids = ids;
+  batch.seqs = {{0, n, 0, cache.block_table(0)}};
+  batch.all_logits = true;
+  std::vector<float> logits;
+  ThreadPool pool(2);
+  EXPECT_TRUE((*model)->forward(batch, cache.layers(), pool, &logits).ok());
+  return logits;
+}
+
+// RMS of (a - b) over RMS of b.
+double relative_rms(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    d += (a[i] - b[i]) * double(a[i] - b[i]);
+    r += b[i] * double(b[i]);
+  }
+  return std::sqrt(d / r);
+}
+
+TEST_P(MoeQuantizeCli, RtnPacksEveryExpertAndKeepsTheRouter16Bit) {
+  const std::string out = path("w8");
+  CliResult q = run_cli("quantize --model " + src() + " --output_dir " + out + kRtn +
+                        " --bits 8 --group_size 32");
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  auto ckpt = io::Checkpoint::open(out);
+  ASSERT_TRUE(ckpt.ok());
+  const bool mixtral = GetParam() == "MixtralForCausalLM";
+  const std::string p = mixtral ? "model.layers.1.block_sparse_moe." : "model.layers.1.mlp.";
+  EXPECT_TRUE(ckpt->has(p + (mixtral ? "experts.3.w2.qweight" : "experts.3.down_proj.qweight")));
+  EXPECT_TRUE(ckpt->has(p + "gate.weight"));
+  EXPECT_FALSE(ckpt->has(p + "gate.qweight"));
+  if (GetParam() == "Qwen2MoeForCausalLM") {
+    EXPECT_TRUE(ckpt->has(p + "shared_expert.up_proj.qweight"));
+    EXPECT_TRUE(ckpt->has(p + "shared_expert_gate.weight"));
+  }
+  auto model = models::Model::load(out);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  int64_t experts = 0;
+  for (const auto& l : (*model)->linears()) {
+    if (l.name == "lm_head") continue;
+    EXPECT_EQ(l.scheme.bits, 8) << l.name;
+    experts += l.routed_expert;
+  }
+  EXPECT_EQ(experts, 2 * 4 * 3);
+  const std::vector<int32_t> ids = {1, 17, 33, 5, 60, 61, 9, 90, 4, 4, 12};
+  const double err = relative_rms(prompt_logits(out, ids), prompt_logits(src(), ids));
+  // int8 g32 RTN of bf16 weights: 0.6-0.9% of the logits' scale here; a broken expert or a
+  // misrouted token is tens of percent.
+  EXPECT_LT(err, 0.03) << GetParam();
+  EXPECT_GT(err, 0.0) << "the quantized model must not be the source itself";
+}
+
+TEST_P(MoeQuantizeCli, MakeModelQuantizeMatchesQuantizeRtn) {
+  CliResult a = run_cli("make-model --config " + path("tiny.json") +
+                        " --dtype bf16 --seed 3 --quantize w4g32 --out " + path("mm"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  CliResult b = run_cli("quantize --model " + src() + " --output_dir " + path("q") + kRtn +
+                        " --bits 4 --group_size 32");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  auto ma = io::Checkpoint::open(path("mm"));
+  auto mb = io::Checkpoint::open(path("q"));
+  ASSERT_TRUE(ma.ok() && mb.ok());
+  ASSERT_EQ(ma->names(), mb->names());
+  for (const std::string& name : ma->names()) {
+    const Tensor ta = *ma->get(name), tb = *mb->get(name);
+    ASSERT_EQ(ta.shape, tb.shape) << name;
+    EXPECT_EQ(std::memcmp(ta.data, tb.data, ta.nbytes()), 0) << name;
+  }
+}
+
+TEST_P(MoeQuantizeCli, ExpertsOfOneLayerMustShareAQuantization) {
+  const bool mixtral = GetParam() == "MixtralForCausalLM";
+  const std::string expert = mixtral ? "model.layers.0.block_sparse_moe.experts.2.w3"
+                                     : "model.layers.0.mlp.experts.2.up_proj";
+  CliResult q =
+      run_cli("quantize --model " + src() + " --output_dir " + path("mixed") + kRtn +
+              " --bits 4 --group_size 32 --layer_config '{\"" + expert + "\": {\"bits\": 8}}'");
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  auto model = models::Model::load(path("mixed"));
+  ASSERT_FALSE(model.ok());
+  const std::string& msg = model.status().message();
+  EXPECT_NE(msg.find("expert '" + expert + "' is stored as"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("must share one quantization"), std::string::npos) << msg;
+}
+
+TEST_P(MoeQuantizeCli, TunedModesSayTheyDoNotCoverMoeYet) {
+  CliResult q = run_cli("quantize --model " + src() + " --output_dir " + path("t") +
+                        " --iters 0 --nsamples 2 --seqlen 8");
+  EXPECT_EQ(q.exit_code, 1) << q.output;
+  EXPECT_NE(q.output.find("Mixture-of-Experts"), std::string::npos) << q.output;
+  EXPECT_NE(q.output.find("--disable_opt_rtn"), std::string::npos) << q.output;
+  EXPECT_FALSE(fs::exists(path("t")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, MoeQuantizeCli,
+                         ::testing::Values("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM",
+                                           "MixtralForCausalLM"),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace qs
