@@ -287,7 +287,11 @@ std::vector<RequestOutput> Engine::step() {
   }
   // chunk_status[i] ok: chunk i ran and its logits are row i of logits_.
   std::vector<Status> chunk_status(plan.chunks.size());
+  models::ForwardBatch::MoeCounts moe;
+  batch.moe_counts = &moe;
   Status batch_status = model_.forward(batch, cache_.layers(), pool_, &logits_);
+  stats_.moe_routed_slots += moe.routed_slots;
+  stats_.moe_expert_reads += moe.expert_reads;
   ++stats_.steps;
   stats_.computed_tokens += static_cast<int64_t>(batch.token_ids.size());
   if (!batch_status.ok()) {

@@ -97,6 +97,10 @@ struct EngineStats {
   int64_t finished_abort = 0;   // aborts and errors
   int64_t steps = 0;            // forward calls
   int64_t computed_tokens = 0;  // tokens fed to forward (prefix-cache hits are not)
+  // MoE models: (token, expert) pairs routed, and expert weight reads (one per chosen expert
+  // per layer per step): their ratio is how many tokens share each read of an expert.
+  int64_t moe_routed_slots = 0;
+  int64_t moe_expert_reads = 0;
   // kv_cache_usage_perc, in [0, 1].
   double kv_cache_usage() const {
     return kv_blocks_total > 0 ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0.0;

@@ -122,36 +122,63 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
                  BlockScratch& s, float* out, ThreadPool& pool) {
   const MoeConfig& moe = c.moe;
   const int64_t hidden = c.hidden_size, n_experts = moe.n_experts, k = moe.top_k;
+  const int64_t inter = moe.expert_intermediate, n_slots = n_tokens * k;
   s.router_probs.resize(n_tokens * n_experts);
-  s.routes.resize(n_tokens * k);
-  s.route_weights.resize(n_tokens * k);
+  s.routes.resize(n_slots);
+  s.route_weights.resize(n_slots);
   const Tensor router = f32_view(w.router, n_experts, hidden);
   QS_RETURN_IF_ERROR(ops::linear(h, n_tokens, router, nullptr, s.router_probs.data(), pool));
   route_top_k(moe, s.router_probs.data(), n_tokens, s.routes.data(), s.route_weights.data());
 
-  std::fill_n(out, n_tokens * hidden, 0.0f);
+  // The (token, choice) slots sorted by expert (a counting sort, stable in token order), and
+  // their rows of h gathered in that order: expert e owns rows [first[e], first[e + 1]).
+  s.expert_first.assign(n_experts + 1, 0);
+  for (int32_t e : s.routes) ++s.expert_first[e + 1];
+  for (int64_t e = 0; e < n_experts; ++e) s.expert_first[e + 1] += s.expert_first[e];
+  s.expert_rows.resize(n_slots);
+  {
+    std::vector<int64_t>& next = s.expert_next;
+    next.assign(s.expert_first.begin(), s.expert_first.end() - 1);
+    for (int64_t slot = 0; slot < n_slots; ++slot) {
+      s.expert_rows[next[s.routes[slot]]++] = static_cast<int32_t>(slot);
+    }
+  }
+  s.expert_x.resize(n_slots * hidden);
+  for (int64_t r = 0; r < n_slots; ++r) {
+    std::copy_n(h + (s.expert_rows[r] / k) * hidden, hidden, s.expert_x.data() + r * hidden);
+  }
+  s.gate.resize(n_slots * inter);
+  s.up.resize(n_slots * inter);
+  s.expert_y.resize(n_slots * hidden);
+  std::vector<ops::GroupedOut>& jobs = s.expert_jobs;
+  jobs.clear();
+  s.experts_read = 0;
+  for (int64_t e = 0; e < n_experts; ++e) {
+    const int64_t r0 = s.expert_first[e], rows = s.expert_first[e + 1] - r0;
+    if (rows == 0) continue;  // an expert nobody chose is not read
+    ++s.experts_read;
+    jobs.push_back({&w.experts[e].gate, nullptr, r0, rows, s.gate.data() + r0 * inter});
+    jobs.push_back({&w.experts[e].up, nullptr, r0, rows, s.up.data() + r0 * inter});
+  }
+  QS_RETURN_IF_ERROR(ops::linear_grouped(s.expert_x.data(), jobs, pool));
+  ops::silu_mul(s.gate.data(), s.up.data(), n_slots * inter, s.gate.data());
+  jobs.clear();
+  for (int64_t e = 0; e < n_experts; ++e) {
+    const int64_t r0 = s.expert_first[e], rows = s.expert_first[e + 1] - r0;
+    if (rows == 0) continue;
+    jobs.push_back({&w.experts[e].down, nullptr, r0, rows, s.expert_y.data() + r0 * hidden});
+  }
+  QS_RETURN_IF_ERROR(ops::linear_grouped(s.gate.data(), jobs, pool));
+
   // Experts in ascending order, each adding its weighted rows into `out`, as transformers'
   // index_add_ loop does, so that the sums round the same way.
-  for (int64_t e = 0; e < n_experts; ++e) {
-    s.expert_rows.clear();
-    for (int64_t i = 0; i < n_tokens * k; ++i) {
-      if (s.routes[i] == e) s.expert_rows.push_back(static_cast<int32_t>(i));
-    }
-    const int64_t m = static_cast<int64_t>(s.expert_rows.size());
-    if (m == 0) continue;
-    s.expert_x.resize(m * hidden);
-    s.expert_y.resize(m * hidden);
-    for (int64_t r = 0; r < m; ++r) {
-      std::copy_n(h + (s.expert_rows[r] / k) * hidden, hidden, s.expert_x.data() + r * hidden);
-    }
-    QS_RETURN_IF_ERROR(mlp_block(w.experts[e], s.expert_x.data(), m, s, s.expert_y.data(), pool));
-    for (int64_t r = 0; r < m; ++r) {
-      const int32_t slot = s.expert_rows[r];
-      const float weight = s.route_weights[slot];
-      float* o = out + (slot / k) * hidden;
-      const float* y = s.expert_y.data() + r * hidden;
-      for (int64_t j = 0; j < hidden; ++j) o[j] += y[j] * weight;
-    }
+  std::fill_n(out, n_tokens * hidden, 0.0f);
+  for (int64_t r = 0; r < n_slots; ++r) {
+    const int32_t slot = s.expert_rows[r];
+    const float weight = s.route_weights[slot];
+    float* o = out + (slot / k) * hidden;
+    const float* y = s.expert_y.data() + r * hidden;
+    for (int64_t j = 0; j < hidden; ++j) o[j] += y[j] * weight;
   }
   if (w.shared.empty()) return ok_status();
   s.expert_y.resize(n_tokens * hidden);

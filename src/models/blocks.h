@@ -68,13 +68,17 @@ struct BlockScratch {
   std::vector<float> gate, up;       // [n_tokens, intermediate]
   std::vector<float> h, delta;       // [n_tokens, hidden]: a norm's output, a block's output
   // MoE: router probabilities [n_tokens, n_experts]; the chosen experts and their weights
-  // [n_tokens, top_k] (left here after each MoE layer, for callers that trace routing); one
-  // expert's gathered rows and outputs [rows, hidden].
+  // [n_tokens, top_k] (left here after each MoE layer, for callers that trace routing); the
+  // (token, choice) slots sorted by expert, with each expert's first row, and the gathered
+  // rows and their outputs [n_tokens * top_k, hidden].
   std::vector<float> router_probs;
   std::vector<int32_t> routes;
   std::vector<float> route_weights;
-  std::vector<float> expert_x, expert_y, shared_gate;
   std::vector<int32_t> expert_rows;
+  std::vector<int64_t> expert_first, expert_next;
+  std::vector<ops::GroupedOut> expert_jobs;
+  std::vector<float> expert_x, expert_y, shared_gate;
+  int64_t experts_read = 0;  // distinct experts the last MoE layer ran
 };
 
 // out = o_proj(attention(rope(norm(q_proj h)), rope(norm(k_proj h)), v_proj h)), writing the

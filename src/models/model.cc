@@ -319,8 +319,14 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
   for (int64_t i = 0; i < c.n_layers; ++i) {
     QS_RETURN_IF_ERROR(decoder_layer(c, layers_[i], x.data(), n_tokens, cos.data(), sin.data(),
                                      kv[i], batch.seqs, scratch, pool));
-    if (batch.routes != nullptr && layers_[i].sparse()) {
-      batch.routes->insert(batch.routes->end(), scratch.routes.begin(), scratch.routes.end());
+    if (layers_[i].sparse()) {
+      if (batch.routes != nullptr) {
+        batch.routes->insert(batch.routes->end(), scratch.routes.begin(), scratch.routes.end());
+      }
+      if (batch.moe_counts != nullptr) {
+        batch.moe_counts->routed_slots += static_cast<int64_t>(scratch.routes.size());
+        batch.moe_counts->expert_reads += scratch.experts_read;
+      }
     }
   }
 

@@ -37,6 +37,14 @@ struct ForwardBatch {
   // When set, each MoE layer appends the experts it chose: [n_moe_layers][n_tokens][top_k],
   // largest weight first (tests against transformers' router; routing statistics).
   std::vector<int32_t>* routes = nullptr;
+  // When set, MoE layers add their counts: the (token, expert) pairs routed, and the expert
+  // weight reads they cost (each chosen expert of a layer is read once per call, however many
+  // of the batch's tokens chose it).
+  struct MoeCounts {
+    int64_t routed_slots = 0;
+    int64_t expert_reads = 0;
+  };
+  MoeCounts* moe_counts = nullptr;
 };
 
 struct LoadOptions {

@@ -357,47 +357,93 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Linear
 }
 
 Status linear_many(const float* x, int64_t m, std::span<const LinearOut> outs, ThreadPool& pool) {
+  std::vector<GroupedOut> grouped;
+  grouped.reserve(outs.size());
+  for (const LinearOut& o : outs) grouped.push_back({o.w, o.bias, 0, m, o.y});
+  return linear_grouped(x, grouped, pool);
+}
+
+Status linear_grouped(const float* x, std::span<const GroupedOut> outs, ThreadPool& pool) {
   const kernels::Isa isa = kernels::active_isa();
-  // Prefill-sized calls are compute-bound and their GEMMs want whole panels: one at a time.
-  // So are weights that would need x quantized twice (different blocks or act-order).
-  bool together = m > 0 && m < kernels::cpu::kQGemmMinRows && !use_gemm(isa, m) &&
-                  activation_precision() == ActivationPrecision::kInt8;
+  if (outs.empty()) return ok_status();
+  const int64_t k = outs[0].w->cols();
+  for (const GroupedOut& o : outs) {
+    if (o.w->cols() != k) {
+      return invalid_argument("linear: grouped weights read x of " + std::to_string(k) +
+                              " columns, but one has " + std::to_string(o.w->cols()));
+    }
+    if (o.row_begin < 0 || o.rows < 0) return invalid_argument("linear: negative row range");
+  }
+  // Decode-sized groups run together: one fork/join over all their output columns, and their
+  // rows of x quantized once. Prefill-sized ones are compute-bound and their GEMMs want whole
+  // panels: one at a time. So are weights that quantize x their own way (W8A8, fp8, act-order,
+  // a different block layout) and the bf16-activation path.
+  const bool int8_acts = activation_precision() == ActivationPrecision::kInt8;
   const QuantMatrix* first_packed = nullptr;
-  for (const LinearOut& o : outs) {
+  auto joins = [&](const GroupedOut& o) {
+    if (!int8_acts || o.rows == 0 || o.rows >= kernels::cpu::kQGemmMinRows ||
+        use_gemm(isa, o.rows)) {
+      return false;
+    }
     const QuantMatrix* q = o.w->quant.get();
     if (q == nullptr || !q->packed()) {
       const Tensor& t = q == nullptr ? o.w->dense : q->fallback();
-      together = together && t.rank() == 2 && t.dim(1) > 0;
-      continue;
+      return t.rank() == 2 && t.dim(1) > 0;
     }
-    // W8A8 and fp8 weights quantize x their own way, each.
-    together = together && !q->act().quantized() && !q->needs_bf16_kernels();
+    if (q->act().quantized() || q->needs_bf16_kernels()) return false;
     if (first_packed == nullptr) first_packed = q;
-    together = together && same_acts_layout(first_packed->view(), q->view());
+    return same_acts_layout(first_packed->view(), q->view());
+  };
+  std::vector<const GroupedOut*> together;
+  int64_t row_lo = INT64_MAX, row_hi = 0;
+  for (const GroupedOut& o : outs) {
+    if (joins(o)) {
+      together.push_back(&o);
+      row_lo = std::min(row_lo, o.row_begin);
+      row_hi = std::max(row_hi, o.row_begin + o.rows);
+    } else if (o.rows > 0) {
+      QS_RETURN_IF_ERROR(linear(x + o.row_begin * k, o.rows, *o.w, o.bias, o.y, pool));
+    }
   }
-  if (!together) {
-    for (const LinearOut& o : outs) QS_RETURN_IF_ERROR(linear(x, m, *o.w, o.bias, o.y, pool));
-    return ok_status();
+  if (together.empty()) return ok_status();
+  // Whole GEMV-sized groups when alone; a single group may still want more threads than rows.
+  if (together.size() == 1 && outs.size() == 1) {
+    const GroupedOut& o = *together[0];
+    return linear(x + o.row_begin * k, o.rows, *o.w, o.bias, o.y, pool);
   }
   QS_RETURN_IF_ERROR(check_isa(isa));
   kernels::QActsView acts;
-  if (first_packed != nullptr) acts = quantize_for(isa, *first_packed, x, m);
+  if (first_packed != nullptr) {
+    acts = quantize_for(isa, *first_packed, x + row_lo * k, row_hi - row_lo);
+  }
+  // Each group's rows of the one quantization (a view; the rows are contiguous).
+  std::vector<kernels::QActsView> views;
+  views.reserve(together.size());
   std::vector<Job> jobs;
-  jobs.reserve(outs.size());
-  for (const LinearOut& o : outs) {
-    const QuantMatrix* q = o.w->quant.get();
+  jobs.reserve(together.size());
+  for (const GroupedOut* o : together) {
+    const QuantMatrix* q = o->w->quant.get();
+    const float* xo = x + o->row_begin * k;
     if (q != nullptr && q->packed()) {
-      jobs.push_back(packed_job(isa, m, *q, &acts, o.bias, o.y));
-    } else if (o.w->reads_panels(isa)) {
-      jobs.push_back(panels_job(x, m, *o.w, o.bias, o.y));
+      const int64_t r = o->row_begin - row_lo, blocks = acts.k_pad / 32;
+      kernels::QActsView v = acts;
+      v.m = o->rows;
+      v.q = acts.q + r * acts.k_pad;
+      v.d = acts.d + r * blocks;
+      v.gsum = acts.gsum + r * acts.n_groups;
+      v.qsum = acts.qsum + r * blocks;
+      views.push_back(v);
+      jobs.push_back(packed_job(isa, o->rows, *q, &views.back(), o->bias, o->y));
+    } else if (o->w->reads_panels(isa)) {
+      jobs.push_back(panels_job(xo, o->rows, *o->w, o->bias, o->y));
     } else {
-      QS_ASSIGN_OR_RETURN(Job job,
-                          dense_job(isa, x, m, q ? q->fallback() : o.w->dense, o.bias, o.y));
+      QS_ASSIGN_OR_RETURN(
+          Job job, dense_job(isa, xo, o->rows, q ? q->fallback() : o->w->dense, o->bias, o->y));
       jobs.push_back(std::move(job));
     }
   }
   // One range over the weights' columns back to back: each thread takes a share of all of
-  // them, and small projections (k, v) cost no fork/join of their own.
+  // them, and small projections (k, v, a rarely chosen expert) cost no fork/join of their own.
   int64_t total = 0, macs = 0;
   for (const Job& j : jobs) {
     total += j.n;

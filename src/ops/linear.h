@@ -81,6 +81,22 @@ struct LinearOut {
 };
 Status linear_many(const float* x, int64_t m, std::span<const LinearOut> outs, ThreadPool& pool);
 
+// Linears over row ranges of one x, the routed matmul of a Mixture-of-Experts layer: rows
+// [row_begin, row_begin + rows) of x [*, k] go through `w` into y [rows, n]. Groups may share
+// rows (an expert's gate and up). Decode-sized groups (fewer rows than the GEMM wants) run in
+// one fork/join over all their columns, with x quantized once, so a step that routes its
+// tokens to many experts reads each chosen expert once and wakes the threads once; larger
+// groups run one after another, each split over the threads. Results equal separate
+// linear() calls.
+struct GroupedOut {
+  const LinearWeight* w;
+  const float* bias;  // [n] or nullptr
+  int64_t row_begin = 0;
+  int64_t rows = 0;
+  float* y;  // [rows, n]
+};
+Status linear_grouped(const float* x, std::span<const GroupedOut> outs, ThreadPool& pool);
+
 // The same with the kernel ISA named instead of kernels::active_isa(), so that tests and
 // benchmarks can compare every variant in one process. Fails if this CPU lacks `isa`.
 Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor& w,

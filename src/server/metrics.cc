@@ -195,6 +195,13 @@ ServerMetrics::ServerMetrics(std::string model_name, int64_t max_model_len)
            MetricType::kHistogram, kItlBuckets);
   r.define("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
            MetricType::kHistogram, kRequestLatencyBuckets);
+  // Not vLLM's: what a Mixture-of-Experts model's batching buys (0 for dense models).
+  r.define("quantserve:moe_routed_slots",
+           "MoE (token, expert) pairs routed, over all MoE layers and steps.",
+           MetricType::kCounter);
+  r.define("quantserve:moe_expert_reads",
+           "MoE expert weight reads: one per expert chosen by any token of a step, per layer.",
+           MetricType::kCounter);
   // Series that exist before any traffic, so a first scrape already lists them.
   set_engine_stats(EngineStats());
   for (const char* name : {"vllm:prompt_tokens", "vllm:generation_tokens"}) r.add(name, model_, 0);
@@ -241,6 +248,8 @@ void ServerMetrics::set_engine_stats(const EngineStats& s) {
   registry_.set("vllm:num_preemptions", model_, static_cast<double>(s.preemptions));
   registry_.set("vllm:prefix_cache_queries", model_, static_cast<double>(s.prefix_cache_queries));
   registry_.set("vllm:prefix_cache_hits", model_, static_cast<double>(s.prefix_cache_hits));
+  registry_.set("quantserve:moe_routed_slots", model_, static_cast<double>(s.moe_routed_slots));
+  registry_.set("quantserve:moe_expert_reads", model_, static_cast<double>(s.moe_expert_reads));
 }
 
 }  // namespace qs::server

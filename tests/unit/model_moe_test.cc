@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "core/json.h"
+#include "engine/kv_cache.h"
 #include "model_random_checkpoint.h"
 #include "models/blocks.h"
 #include "models/model.h"
@@ -240,6 +242,45 @@ TEST(MoeLoad, DecodeBytesCountTheActiveExperts) {
   EXPECT_EQ(small, (2 * (2 * 32 + 2 * 8 + 6 * 32) + 32) * sizeof(float));
   // top-2 of 6 experts: a third of the expert bytes per token.
   EXPECT_EQ((*m)->decode_weight_bytes(), others + experts / 3 + small);
+}
+
+}  // namespace
+}  // namespace qs::models
+
+namespace qs::models {
+namespace {
+
+// The counters behind quantserve:moe_* metrics: every (token, expert) pair, and one read per
+// distinct expert per layer per call, so batching tokens that share experts shows as fewer
+// reads than pairs.
+TEST(MoeForward, CountsRoutedPairsAndExpertReads) {
+  const std::string dir = qs::testing::fresh_dir("moe_counts");
+  qs::testing::write_random_checkpoint(dir, qwen3_moe(), DType::kF32, 2);
+  auto m = Model::load(dir);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const ModelConfig& c = (*m)->config();
+  const int64_t n = 24;
+  engine::KvCache cache({c.n_layers, c.n_kv_heads, c.head_dim, 2, 16});
+  ASSERT_TRUE(cache.reserve(0, n).ok());
+  ForwardBatch batch;
+  for (int64_t t = 0; t < n; ++t) batch.token_ids.push_back(static_cast<int32_t>(3 * t % 97));
+  batch.seqs = {{0, n, 0, cache.block_table(0)}};
+  std::vector<int32_t> routes;
+  ForwardBatch::MoeCounts counts;
+  batch.routes = &routes;
+  batch.moe_counts = &counts;
+  std::vector<float> logits;
+  ThreadPool pool(1);
+  ASSERT_TRUE((*m)->forward(batch, cache.layers(), pool, &logits).ok());
+  const int64_t k = c.moe.top_k, layers = c.n_layers;
+  EXPECT_EQ(counts.routed_slots, layers * n * k);
+  int64_t distinct = 0;
+  for (int64_t l = 0; l < layers; ++l) {
+    std::set<int32_t> used(routes.begin() + l * n * k, routes.begin() + (l + 1) * n * k);
+    distinct += static_cast<int64_t>(used.size());
+  }
+  EXPECT_EQ(counts.expert_reads, distinct);
+  EXPECT_LE(counts.expert_reads, layers * c.moe.n_experts);
 }
 
 }  // namespace
