@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pp512 / tg128 of quantserve and llama.cpp on the same random-weight checkpoint, both engines
-# in the same run (issue 10): quantserve bf16 / W8 (per channel) / W4G128 / W4G32 from
+# in the same run: quantserve bf16 / W8 (per channel) / W4G128 / W4G32 from
 # `make-model`, llama.cpp F16 / Q8_0 / Q4_0 (against both W4 rows: Q4_0 is group 32) converted from the bf16 directory by llama.cpp's own
 # convert_hf_to_gguf.py and llama-quantize (built from source in a scratch folder; nothing of
 # it is in this tree). Prints `bench latency`'s and `llama-bench`'s tables, then one markdown
@@ -10,12 +10,19 @@
 #   scripts/bench_vs_llamacpp.sh            # Qwen2.5-0.5B shape, 1 and 2 threads
 #   QS_VS_PRESET=tinyllama-1.1b QS_VS_TOKENIZER=../shared/data/tokenizers/llama2 \
 #     scripts/bench_vs_llamacpp.sh          # TinyLlama-1.1B shape
+#   QS_VS_PRESET=qwen3-30b-a3b QS_VS_LAYERS=6 QS_VS_PAIRS="bf16:f16:F16 w4g128:q4_0:Q4_0" \
+#     QS_VS_OUTPUT_TYPE=f16 scripts/bench_vs_llamacpp.sh   # Qwen3-30B-A3B (MoE), 6 layers
 # Environment (defaults in brackets):
 #   QS_VS_DIR [/tmp/qs-vs-llamacpp]          checkpoints, GGUFs, JSON
 #   QS_VS_PRESET [qwen2.5-0.5b]              make-model --like
 #   QS_VS_TOKENIZER [../shared/data/tokenizers/qwen2]   a real tokenizer beside the weights
 #                                            (llama.cpp's converter recognises only those)
 #   QS_VS_THREADS [1,2]  QS_VS_REPS [2]
+#   QS_VS_LAYERS [all]                       make-model --layers (big MoE shapes: a few layers)
+#   QS_VS_PAIRS ["bf16:f16:F16 w8:q8_0:Q8_0 w4g128:q4_0:Q4_0 w4g32:q4_0:Q4_0"]
+#                                            quantserve scheme : GGUF file : its label
+#   QS_VS_OUTPUT_TYPE [llama-quantize's]     llama-quantize --output-tensor-type (f16 keeps
+#                                            lm_head 16-bit, as make-model's W4 checkpoints do)
 #   QS_VS_LLAMA_BIN [/work/scratch/llama.cpp/build/bin]   llama-bench, llama-quantize
 #   QS_VS_LLAMA_SRC [/work/scratch/llama.cpp/src]         convert_hf_to_gguf.py, gguf-py
 #   QS_VS_PYTHON [/work/venv-goldens/bin/python]          runs convert_hf_to_gguf.py
@@ -29,6 +36,11 @@ REPS=${QS_VS_REPS:-2}
 LLAMA_BIN=${QS_VS_LLAMA_BIN:-/work/scratch/llama.cpp/build/bin}
 LLAMA_SRC=${QS_VS_LLAMA_SRC:-/work/scratch/llama.cpp/src}
 PY=${QS_VS_PYTHON:-/work/venv-goldens/bin/python}
+PAIRS=${QS_VS_PAIRS:-bf16:f16:F16 w8:q8_0:Q8_0 w4g128:q4_0:Q4_0 w4g32:q4_0:Q4_0}
+layers=()
+[[ -n ${QS_VS_LAYERS:-} ]] && layers=(--layers "$QS_VS_LAYERS")
+qtype=()
+[[ -n ${QS_VS_OUTPUT_TYPE:-} ]] && qtype=(--output-tensor-type "$QS_VS_OUTPUT_TYPE")
 mkdir -p "$DIR"
 [[ -x $QS ]] || { echo "build/quantserve missing" >&2; exit 1; }
 [[ -x $LLAMA_BIN/llama-bench ]] || { echo "no llama-bench in $LLAMA_BIN" >&2; exit 1; }
@@ -37,19 +49,23 @@ echo "# $(date -u '+%F %T UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(npro
 echo "# flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -oE 'avx512f|avx512_bf16|avx512_vnni|amx_tile|amx_bf16|amx_int8' | tr '\n' ' ')"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-for s in bf16 w8 w4g128 w4g32; do  # the same seed, so the same weights before quantization
+schemes=(bf16)  # the GGUFs are converted from the bf16 directory
+for pair in $PAIRS; do schemes+=("${pair%%:*}"); done
+for s in $(printf '%s\n' "${schemes[@]}" | sort -u); do
+  # The same seed, so the same weights before quantization.
   [[ -f $DIR/$PRESET-$s/config.json ]] && continue
   q=()
   [[ $s == bf16 ]] || q=(--quantize "$s")
-  "$QS" make-model --like "$PRESET" --dtype bf16 "${q[@]}" --out "$DIR/$PRESET-$s" >&2
+  "$QS" make-model --like "$PRESET" "${layers[@]}" --dtype bf16 "${q[@]}" --out "$DIR/$PRESET-$s" >&2
 done
 cp "${QS_VS_TOKENIZER:-../shared/data/tokenizers/qwen2}"/* "$DIR/$PRESET-bf16/"
 [[ -f $DIR/$PRESET-f16.gguf ]] || PYTHONPATH=$LLAMA_SRC/gguf-py "$PY" \
   "$LLAMA_SRC/convert_hf_to_gguf.py" "$DIR/$PRESET-bf16" --outtype f16 \
   --outfile "$DIR/$PRESET-f16.gguf" > "$DIR/convert.log" 2>&1
-for t in Q8_0 Q4_0; do
-  g=$DIR/$PRESET-$(echo "$t" | tr 'A-Z' 'a-z').gguf
-  [[ -f $g ]] || "$LLAMA_BIN/llama-quantize" "$DIR/$PRESET-f16.gguf" "$g" "$t" 2 \
+for pair in $PAIRS; do
+  IFS=: read -r _ g t <<< "$pair"
+  [[ $t == F16 || -f $DIR/$PRESET-$g.gguf ]] && continue
+  "$LLAMA_BIN/llama-quantize" "${qtype[@]}" "$DIR/$PRESET-f16.gguf" "$DIR/$PRESET-$g.gguf" "$t" 2 \
     > "$DIR/quantize-$t.log" 2>&1
 done
 
@@ -60,8 +76,8 @@ PEAK=$PWD/build/bench/peak_bench
 
 # The engines alternate per format, so drift in the host's bandwidth hits both alike.
 rows=()
-for pair in "bf16 f16 F16" "w8 q8_0 Q8_0" "w4g128 q4_0 Q4_0" "w4g32 q4_0 Q4_0"; do
-  read -r s g label <<< "$pair"
+for pair in $PAIRS; do
+  IFS=: read -r s g label <<< "$pair"
   "$QS" bench latency --model "$DIR/$PRESET-$s" --input-len 512 --output-len 128 \
     --threads "$THREADS" --repetitions "$REPS" --json "$DIR/qs-$s.json" >&2
   LD_LIBRARY_PATH=$LLAMA_BIN "$LLAMA_BIN/llama-bench" -m "$DIR/$PRESET-$g.gguf" -p 512 -n 128 \
@@ -92,9 +108,13 @@ def peaks():  # GOP/s per core by case name: f32_fma_avx512, int8_vnni_avx512, a
 PEAKS = peaks()
 def prefill_gop_per_token(model_dir):
     # The block matmuls and attention of a 512-token prompt (mean context 256.5), per token;
-    # the lm_head runs once per prompt (the last row's logits), a 512th per token.
+    # the lm_head runs once per prompt (the last row's logits), a 512th per token. An MoE
+    # token runs its top-k experts (and a shared one): the active parameters.
     c = json.load(open(f"{model_dir}/config.json"))
     h, inter, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    if c.get("num_experts", c.get("num_local_experts")):
+        inter = c["num_experts_per_tok"] * c.get("moe_intermediate_size", inter) + \
+            c.get("shared_expert_intermediate_size", 0)
     hd = c.get("head_dim", h // c["num_attention_heads"])
     q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
     linear = h * (q + 2 * kv) + q * h + 3 * h * inter
