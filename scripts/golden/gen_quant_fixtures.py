@@ -38,6 +38,7 @@ from transformers import (
     LlamaConfig,
     PreTrainedTokenizerFast,
     Qwen3Config,
+    Qwen3MoeConfig,
 )
 
 import auto_round
@@ -61,6 +62,8 @@ CALIB_SEQLEN = 64
 # Linears whose dequantized weight (as the tool computes it) is stored in dequant.bin.
 QUANT_SUFFIXES = (".qweight", ".qzeros", ".scales", ".g_idx")
 DEQUANT_MODULES = ["model.layers.0.self_attn.o_proj", "model.layers.1.self_attn.k_proj"]
+# And, for MoE fixtures, an expert's (transformers holds it inside a fused 3-D tensor).
+DEQUANT_EXPERTS = ["model.layers.0.mlp.experts.2.up_proj"]
 
 COMMON = dict(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
               bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=None,
@@ -85,6 +88,13 @@ BASES = {
     "llama_square": lambda: LlamaConfig(
         **{**COMMON, "num_key_value_heads": 4}, hidden_size=128, intermediate_size=128,
         vocab_size=256, rms_norm_eps=1e-5, rope_theta=10000.0),
+    # Mixture of Experts: Qwen3-MoE, 4 experts of 64 columns, top-2 renormalised; layer 1 keeps
+    # a dense ffn (mlp_only_layers) so both MLP kinds are quantized in one checkpoint.
+    "qwen3_moe": lambda: Qwen3MoeConfig(
+        **COMMON, hidden_size=64, intermediate_size=192, moe_intermediate_size=64,
+        num_experts=4, num_experts_per_tok=2, norm_topk_prob=True, mlp_only_layers=[1],
+        head_dim=32, vocab_size=256, rms_norm_eps=1e-6, rope_theta=1000000.0,
+        attention_bias=False, use_sliding_window=False),
 }
 
 # name -> (base, how it is made). "format" is auto-round's export format; iters 0 = RTN
@@ -119,6 +129,9 @@ FIXTURES = {
                                               bits=4, group_size=128, sym=True, iters=4),
     "llama_quantserve_auto_awq_w4g128": dict(base="llama", format="quantserve:auto_awq",
                                              bits=4, group_size=128, sym=False, iters=4),
+    # Last, so that the fixtures above keep their seeds (2000 + position).
+    "qwen3_moe_autoround_w4g32_sym": dict(base="qwen3_moe", format="auto_round", bits=4,
+                                          group_size=32, sym=True, iters=2),
 }
 
 
@@ -174,9 +187,31 @@ def float_model(base, seed):
                 p.copy_(2.0 * torch.randn(p.shape, generator=gen))
             elif name.startswith("lm_head"):
                 p.copy_(6.0 / math.sqrt(p.shape[1]) * torch.randn(p.shape, generator=gen))
-            else:
-                p.copy_(0.7 / math.sqrt(p.shape[1]) * torch.randn(p.shape, generator=gen))
+            else:  # [out, in], or fused experts [E, out, in]
+                p.copy_(0.7 / math.sqrt(p.shape[-1]) * torch.randn(p.shape, generator=gen))
     return model.eval()
+
+
+def expected_quant_linears(config):
+    """q, k, v, o and the MLP's gate, up, down per layer; an MoE layer has each expert's."""
+    experts = getattr(config, "num_experts", 0)
+    sparse = [experts > 0 and i not in (config.mlp_only_layers or [])
+              for i in range(config.num_hidden_layers)]
+    return sum(4 + 3 * (experts if s else 1) for s in sparse)
+
+
+def float_weight(state, module):
+    """The float model's weight of `module`, an expert's sliced out of the fused
+    experts.gate_up_proj [E, 2I, H] (gate rows first) / experts.down_proj [E, H, I]."""
+    if module + ".weight" in state:
+        return state[module + ".weight"]
+    prefix, rest = module.split(".experts.")
+    e, proj = rest.split(".")
+    if proj == "down_proj":
+        return state[prefix + ".experts.down_proj"][int(e)]
+    gate_up = state[prefix + ".experts.gate_up_proj"][int(e)]
+    half = gate_up.shape[0] // 2
+    return gate_up[:half] if proj == "gate_proj" else gate_up[half:]
 
 
 def quantize_with_autoround(model, spec, out, seed):
@@ -453,7 +488,7 @@ def make_fixture(name, spec, out_root, seed):
 
     ref = load_reference(out, spec)
     qlinears = quant_linears(ref)
-    assert len(qlinears) == 7 * ref.config.num_hidden_layers, sorted(qlinears)
+    assert len(qlinears) == expected_quant_linears(ref.config), sorted(qlinears)
     backends = sorted({f"{type(m).__module__}.{type(m).__name__}" for m in qlinears.values()})
     with safe_open(out / "model.safetensors", "pt") as f:
         tensors = {k: [list(f.get_slice(k).get_shape()), f.get_slice(k).get_dtype()]
@@ -466,7 +501,8 @@ def make_fixture(name, spec, out_root, seed):
     blob = bytearray()
     dequant_blob = bytearray()
     dequant = {}
-    for mname in DEQUANT_MODULES:
+    moe = getattr(ref.config, "num_experts", 0) > 0
+    for mname in DEQUANT_MODULES + (DEQUANT_EXPERTS if moe else []):
         mod = qlinears[mname]
         k = mod.infeatures if hasattr(mod, "infeatures") else mod.in_features
         w = tool_dequant(mod, k).numpy().astype("<f4")
@@ -475,8 +511,8 @@ def make_fixture(name, spec, out_root, seed):
         dequant_blob += w.tobytes()
         # Sanity: the tool's weight is a quantization of the float one (4 bits: ~10% relative
         # RMS error, 8 bits: ~0.5%); a packing mistake (e.g. a wrong act-order g_idx) is ~100%.
-        rel = float((torch.from_numpy(w) - original[mname + ".weight"]).norm()
-                    / original[mname + ".weight"].norm())
+        want = float_weight(original, mname)
+        rel = float((torch.from_numpy(w) - want).norm() / want.norm())
         assert rel < (0.2 if spec["bits"] == 4 else 0.02), (mname, rel)
         print(f"{name}: {mname} tool dequant vs float weight: relative RMS error {rel:.4f}")
 

@@ -97,7 +97,13 @@ TEST_P(QuantGolden, DetectsTheToolsScheme) {
     ASSERT_NE(info.weight->quant, nullptr) << info.name << " is resident as dense";
     EXPECT_TRUE(info.weight->quant->packed()) << info.name << ": " << info.weight->kernel();
   }
-  EXPECT_EQ(n_quantized, 7 * model_->config().n_layers);
+  // q, k, v, o and gate, up, down per layer, or the gate, up, down of each expert.
+  const models::ModelConfig& c = model_->config();
+  int64_t want_quantized = 0;
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    want_quantized += 4 + 3 * (models::is_moe_layer(c, i) ? c.moe.n_experts : 1);
+  }
+  EXPECT_EQ(n_quantized, want_quantized);
 }
 
 // (a) formats::unpack + dequantize of the stored tensors against the tool's own dequantized
@@ -294,10 +300,11 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, QuantGolden, ::testing::ValuesIn(fixture_name
 // The fixture set must not silently shrink (an empty parameter list would pass): every format
 // the issue names is present, at 4 and 8 bits, with act-order among them.
 TEST(QuantGoldenFixtures, EveryFormatIsCovered) {
-  std::set<std::string> kinds;
+  std::set<std::string> kinds, architectures;
   for (const auto& name : fixture_names()) {
     auto ref = read_json((kFixtures / name / "reference.json").string());
     ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    architectures.insert((*ref)["architecture"].get<std::string>());
     const auto& qc = (*ref)["quantization_config"];
     const std::string format = qc.contains("packing_format")
                                    ? qc["packing_format"].get<std::string>()
@@ -310,6 +317,9 @@ TEST(QuantGoldenFixtures, EveryFormatIsCovered) {
         "auto_round w8", "gptq w4", "gptq w8", "awq w4", "gptq w4 desc_act"}) {
     EXPECT_TRUE(kinds.count(k)) << k;
   }
+  // A Mixture-of-Experts checkpoint as the tool writes it (experts packed one by one, the
+  // router left 16-bit).
+  EXPECT_TRUE(architectures.count("Qwen3MoeForCausalLM"));
 }
 
 }  // namespace
