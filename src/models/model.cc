@@ -107,6 +107,52 @@ void embed_row(const Tensor& embed, int32_t id, float* out) {
   }
 }
 
+// Rows [row0, row0 + rows) of matrix `index` of a [count, R, cols] tensor, as a [rows, cols]
+// view of the same mapping.
+Tensor slice_rows(const Tensor& t, int64_t index, int64_t row0, int64_t rows) {
+  Tensor v;
+  v.dtype = t.dtype;
+  v.shape = {rows, t.dim(2)};
+  const int64_t first = (index * t.dim(1) + row0) * t.dim(2);
+  v.data = static_cast<const uint8_t*>(t.data) + first * static_cast<int64_t>(dtype_size(t.dtype));
+  v.owner = t.owner;
+  return v;
+}
+
+// Expert e of layer i from the fused tensors (MoeConfig::fused_experts), already validated
+// for shape and float dtype: its gate, up and down as views of the mapping, made into linears
+// as any 16-bit weight is.
+void fused_expert(const io::Checkpoint& ckpt, const ModelConfig& c, int64_t i, int64_t e,
+                  MlpWeights* w, std::vector<LinearInfo>* infos,
+                  std::vector<std::pair<std::string, ops::LinearWeight*>>* order,
+                  std::vector<std::string>* problems) {
+  const std::string p = "model.layers." + std::to_string(i) + ".mlp.experts.";
+  auto gate_up = ckpt.get(p + "gate_up_proj");
+  auto down = ckpt.get(p + "down_proj");
+  if (!gate_up.ok() || !down.ok()) return;  // reported by validate_tensors
+  const int64_t inter = c.moe.expert_intermediate;
+  const MlpNames names = mlp_names(c, i, e);
+  const std::pair<const std::string*, Tensor> parts[] = {
+      {&names.gate, slice_rows(*gate_up, e, 0, inter)},
+      {&names.up, slice_rows(*gate_up, e, inter, inter)},
+      {&names.down, slice_rows(*down, e, 0, c.hidden_size)}};
+  ops::LinearWeight* outs[] = {&w->gate, &w->up, &w->down};
+  for (int j = 0; j < 3; ++j) {
+    auto weight = ops::with_panels(parts[j].second);
+    if (!weight.ok()) {
+      problems->push_back(*parts[j].first + ": " + weight.status().message());
+      continue;
+    }
+    *outs[j] = std::move(weight).value();
+    LinearInfo info;
+    info.name = *parts[j].first;
+    info.routed_expert = true;
+    info.stored_bytes = parts[j].second.nbytes();
+    infos->push_back(info);
+    order->emplace_back(info.name, outs[j]);
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOptions& options) {
@@ -119,6 +165,13 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   if (quant.quantized()) QS_LOG_INFO("%s: %s", dir.c_str(), quant.summary().c_str());
   for (const std::string& note : quant.notes()) QS_LOG_INFO("%s: %s", dir.c_str(), note.c_str());
   QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(dir));
+  for (int64_t i = 0; i < config.n_layers; ++i) {
+    if (!is_moe_layer(config, i)) continue;
+    config.moe.fused_experts =
+        config.moe.naming == ExpertNaming::kQwen &&
+        ckpt.has("model.layers." + std::to_string(i) + ".mlp.experts.gate_up_proj");
+    break;
+  }
   std::vector<std::string> problems = validate_tensors(ckpt, config);
 
   auto m = std::unique_ptr<Model>(new Model());
@@ -158,7 +211,11 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
       l.moe.experts.resize(config.moe.n_experts);
       const size_t first = m->linear_infos_.size();
       for (int64_t e = 0; e < config.moe.n_experts; ++e) {
-        mlp(mlp_names(config, i, e), config.moe.expert_intermediate, &l.moe.experts[e], true);
+        if (config.moe.fused_experts) {
+          fused_expert(ckpt, config, i, e, &l.moe.experts[e], &m->linear_infos_, &order, &problems);
+        } else {
+          mlp(mlp_names(config, i, e), config.moe.expert_intermediate, &l.moe.experts[e], true);
+        }
       }
       // Experts of one layer share one quantization: the checkpoint formats lay them out as
       // one stack (auto-round, GPTQ, vLLM's fused MoE), and a routed matmul runs them alike.

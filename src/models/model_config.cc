@@ -384,8 +384,12 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
     t.push_back({p + "post_attention_layernorm.weight", {hidden}});
     if (is_moe_layer(c, i)) {
       t.push_back({router_name(c, i) + ".weight", {c.moe.n_experts, hidden}});
-      for (int64_t e = 0; e < c.moe.n_experts; ++e) {
-        mlp(mlp_names(c, i, e), c.moe.expert_intermediate, false);
+      const int64_t inter = c.moe.expert_intermediate;
+      if (c.moe.fused_experts) {
+        t.push_back({p + "mlp.experts.gate_up_proj", {c.moe.n_experts, 2 * inter, hidden}});
+        t.push_back({p + "mlp.experts.down_proj", {c.moe.n_experts, hidden, inter}});
+      } else {
+        for (int64_t e = 0; e < c.moe.n_experts; ++e) mlp(mlp_names(c, i, e), inter, false);
       }
       if (c.moe.shared_intermediate > 0) {
         mlp(mlp_names(c, i, -1), c.moe.shared_intermediate, false);

@@ -35,6 +35,11 @@ struct MoeConfig {
   int64_t shared_intermediate = 0;  // Qwen2-MoE's always-on shared expert; 0: none
   bool norm_topk_prob = false;
   ExpertNaming naming = ExpertNaming::kQwen;
+  // The checkpoint holds each MoE layer's experts fused, as transformers 5 keeps them in
+  // memory: mlp.experts.gate_up_proj [E, 2I, H] (each expert's gate rows, then its up rows)
+  // and mlp.experts.down_proj [E, H, I], 16-bit. Not a config.json key: Model::load sets it
+  // when the checkpoint has those tensors.
+  bool fused_experts = false;
 };
 
 // rope_scaling of config.json; kNone also stands for rope_type "default".

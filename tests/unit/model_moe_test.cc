@@ -285,3 +285,79 @@ TEST(MoeForward, CountsRoutedPairsAndExpertReads) {
 
 }  // namespace
 }  // namespace qs::models
+
+namespace qs::models {
+namespace {
+
+std::vector<float> last_logits(const std::string& dir, const std::vector<int32_t>& ids) {
+  auto m = Model::load(dir);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  if (!m.ok()) return {};
+  const ModelConfig& c = (*m)->config();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  engine::KvCache cache({c.n_layers, c.n_kv_heads, c.head_dim, 2, 16});
+  EXPECT_TRUE(cache.reserve(0, n).ok());
+  ForwardBatch batch;
+  batch.token_ids = ids;
+  batch.seqs = {{0, n, 0, cache.block_table(0)}};
+  batch.all_logits = true;
+  std::vector<float> logits;
+  ThreadPool pool(2);
+  EXPECT_TRUE((*m)->forward(batch, cache.layers(), pool, &logits).ok());
+  return logits;
+}
+
+// transformers 5's in-memory layout, which some checkpoints store: each layer's experts as
+// mlp.experts.gate_up_proj [E, 2I, H] (gate rows, then up rows) and mlp.experts.down_proj
+// [E, H, I]. The same weights either way must give the same logits, bit for bit.
+TEST(MoeLoad, FusedExpertTensorsEqualPerExpertOnes) {
+  const std::string split = fresh_dir("moe_split"), fused = fresh_dir("moe_fused");
+  const auto config = qwen3_moe();
+  write_random_checkpoint(split, config, DType::kBF16, 9);
+  auto ckpt = io::Checkpoint::open(split);
+  ASSERT_TRUE(ckpt.ok());
+  const ModelConfig c = *parse_model_config(config);
+  const int64_t E = c.moe.n_experts, I = c.moe.expert_intermediate, H = c.hidden_size;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const std::string& name : ckpt->names()) {
+    if (name.find(".mlp.experts.") == std::string::npos)
+      tensors.emplace_back(name, *ckpt->get(name));
+  }
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    std::vector<float> gate_up, down;
+    for (int64_t e = 0; e < E; ++e) {
+      const MlpNames n = mlp_names(c, l, e);
+      for (const std::string* part : {&n.gate, &n.up}) {
+        const auto v = ckpt->get(*part + ".weight")->to_f32();
+        gate_up.insert(gate_up.end(), v.begin(), v.end());
+      }
+      const auto v = ckpt->get(n.down + ".weight")->to_f32();
+      down.insert(down.end(), v.begin(), v.end());
+    }
+    const std::string p = "model.layers." + std::to_string(l) + ".mlp.experts.";
+    tensors.emplace_back(p + "gate_up_proj",
+                         Tensor::from_f32(DType::kBF16, {E, 2 * I, H}, gate_up));
+    tensors.emplace_back(p + "down_proj", Tensor::from_f32(DType::kBF16, {E, H, I}, down));
+  }
+  ASSERT_TRUE(write_json(fused + "/config.json", config).ok());
+  ASSERT_TRUE(io::write_safetensors(fused + "/model.safetensors", tensors).ok());
+  const std::vector<int32_t> ids = {1, 5, 9, 44, 2, 70, 13, 13, 96, 0};
+  const auto a = last_logits(split, ids), b = last_logits(fused, ids);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+
+  // A fused tensor of the wrong shape is named with both shapes.
+  tensors.back().second =
+      Tensor::from_f32(DType::kBF16, {E, H, I + 1}, std::vector<float>(E * H * (I + 1), 0.5f));
+  ASSERT_TRUE(io::write_safetensors(fused + "/model.safetensors", tensors).ok());
+  auto broken = Model::load(fused);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("'model.layers.1.mlp.experts.down_proj' has shape [6, "
+                                           "32, 17], expected [6, 32, 16]"),
+            std::string::npos)
+      << broken.status().message();
+}
+
+}  // namespace
+}  // namespace qs::models
