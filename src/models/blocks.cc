@@ -23,6 +23,11 @@ Tensor f32_view(const std::vector<float>& v, int64_t rows, int64_t cols) {
   return t;
 }
 
+void observe(BlockScratch& s, std::span<const ops::LinearOut> outs, const float* x, int64_t rows) {
+  if (s.observer == nullptr) return;
+  for (const ops::LinearOut& o : outs) s.observer->observe(o.w, x, rows);
+}
+
 }  // namespace
 
 void rope_tables(std::span<const float> inv_freq, std::span<const int32_t> positions,
@@ -52,6 +57,7 @@ Status attention_block(const ModelConfig& c, const AttentionWeights& w, const fl
   const ops::LinearOut qkv[] = {{&w.wq, bias_or_null(w.bq), s.q.data()},
                                 {&w.wk, bias_or_null(w.bk), s.k.data()},
                                 {&w.wv, bias_or_null(w.bv), s.v.data()}};
+  observe(s, qkv, h, n_tokens);
   QS_RETURN_IF_ERROR(ops::linear_many(h, n_tokens, qkv, pool));
   if (!w.q_norm.empty()) {
     // Qwen3: RMSNorm over head_dim of each head, before RoPE.
@@ -68,6 +74,7 @@ Status attention_block(const ModelConfig& c, const AttentionWeights& w, const fl
   params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   params.sliding_window = w.sliding_window;
   QS_RETURN_IF_ERROR(ops::paged_attention(s.q.data(), cache, seqs, params, s.attn.data(), pool));
+  if (s.observer != nullptr) s.observer->observe(&w.wo, s.attn.data(), n_tokens);
   return ops::linear(s.attn.data(), n_tokens, w.wo, bias_or_null(w.bo), out, pool);
 }
 
@@ -78,8 +85,10 @@ Status mlp_block(const MlpWeights& w, const float* h, int64_t n_tokens, BlockScr
   s.up.resize(n_tokens * inter);
   const ops::LinearOut gate_up[] = {{&w.gate, bias_or_null(w.b_gate), s.gate.data()},
                                     {&w.up, bias_or_null(w.b_up), s.up.data()}};
+  observe(s, gate_up, h, n_tokens);
   QS_RETURN_IF_ERROR(ops::linear_many(h, n_tokens, gate_up, pool));
   ops::silu_mul(s.gate.data(), s.up.data(), n_tokens * inter, s.gate.data());
+  if (s.observer != nullptr) s.observer->observe(&w.down, s.gate.data(), n_tokens);
   return ops::linear(s.gate.data(), n_tokens, w.down, bias_or_null(w.b_down), out, pool);
 }
 
@@ -160,6 +169,11 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
     jobs.push_back({&w.experts[e].gate, nullptr, r0, rows, s.gate.data() + r0 * inter});
     jobs.push_back({&w.experts[e].up, nullptr, r0, rows, s.up.data() + r0 * inter});
   }
+  if (s.observer != nullptr) {
+    for (const ops::GroupedOut& j : jobs) {
+      s.observer->observe(j.w, s.expert_x.data() + j.row_begin * hidden, j.rows);
+    }
+  }
   QS_RETURN_IF_ERROR(ops::linear_grouped(s.expert_x.data(), jobs, pool));
   ops::silu_mul(s.gate.data(), s.up.data(), n_slots * inter, s.gate.data());
   jobs.clear();
@@ -167,6 +181,11 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
     const int64_t r0 = s.expert_first[e], rows = s.expert_first[e + 1] - r0;
     if (rows == 0) continue;
     jobs.push_back({&w.experts[e].down, nullptr, r0, rows, s.expert_y.data() + r0 * hidden});
+  }
+  if (s.observer != nullptr) {
+    for (const ops::GroupedOut& j : jobs) {
+      s.observer->observe(j.w, s.gate.data() + j.row_begin * inter, j.rows);
+    }
   }
   QS_RETURN_IF_ERROR(ops::linear_grouped(s.gate.data(), jobs, pool));
 

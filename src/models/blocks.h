@@ -62,6 +62,16 @@ struct DecoderLayerWeights {
 void rope_tables(std::span<const float> inv_freq, std::span<const int32_t> positions,
                  std::vector<float>* cos, std::vector<float>* sin);
 
+// Sees every matmul's input as the blocks run: `rows` rows of x [rows, w->cols()] about to go
+// through `w`. The offline quantizer's calibration pass uses it to collect each linear's
+// input statistics (an MoE expert sees only the rows routed to it) from the same forward that
+// serves, rather than a copy of the block.
+class LinearInputObserver {
+ public:
+  virtual ~LinearInputObserver() = default;
+  virtual void observe(const ops::LinearWeight* w, const float* x, int64_t rows) = 0;
+};
+
 // Scratch buffers reused by every layer of one forward call.
 struct BlockScratch {
   std::vector<float> q, k, v, attn;  // [n_tokens, n_heads|n_kv_heads * head_dim]
@@ -78,7 +88,8 @@ struct BlockScratch {
   std::vector<int64_t> expert_first, expert_next;
   std::vector<ops::GroupedOut> expert_jobs;
   std::vector<float> expert_x, expert_y, shared_gate;
-  int64_t experts_read = 0;  // distinct experts the last MoE layer ran
+  int64_t experts_read = 0;                 // distinct experts the last MoE layer ran
+  LinearInputObserver* observer = nullptr;  // none in serving
 };
 
 // out = o_proj(attention(rope(norm(q_proj h)), rope(norm(k_proj h)), v_proj h)), writing the

@@ -148,11 +148,13 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
     return invalid_argument(src + " is already quantized (quantization_config present)");
   }
   QS_ASSIGN_OR_RETURN(models::ModelConfig mc, models::parse_model_config(config));
-  if (tuned_mode && mc.moe.n_experts > 0) {
-    // The tuner's block is still the dense one (quant/block.h); RTN streams any tensor list.
+  if (o.iters > 0 && mc.moe.n_experts > 0) {
+    // AutoRound's gradients run on quant/block.h, which has no MoE MLP; OPT-RTN runs MoE
+    // layers through the inference forward (quant/layer_forward.h) and RTN needs no forward.
     return unimplemented(mc.architecture +
-                         ": OPT-RTN and AutoRound tuning of Mixture-of-Experts blocks are not "
-                         "supported yet; use --iters 0 --disable_opt_rtn for RTN");
+                         ": AutoRound tuning (--iters > 0) of Mixture-of-Experts blocks is not "
+                         "supported yet; use --iters 0 for OPT-RTN or add --disable_opt_rtn "
+                         "for RTN");
   }
   QS_ASSIGN_OR_RETURN(QuantPlan plan, plan_quantization(o, mc));
   if (tuned_mode && mc.max_position_embeddings > 0 && o.seqlen > mc.max_position_embeddings) {
@@ -200,6 +202,7 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
                     : tuned_mode ? "OPT-RTN"
                                  : "RTN");
   summary.calibration = tuned.calibration;
+  summary.unrouted = std::move(tuned.unrouted);
   summary.blocks = std::move(tuned.blocks);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return summary;
@@ -226,6 +229,12 @@ std::string format_summary(const QuantizeSummary& s) {
     out += "\n";
   }
   if (!s.calibration.empty()) out += "calibration: " + s.calibration + "\n";
+  if (!s.unrouted.empty()) {
+    out +=
+        std::to_string(s.unrouted.size()) +
+        " expert linears saw no calibration token and were RTN-quantized (first: " + s.unrouted[0] +
+        ")\n";
+  }
   if (!s.blocks.empty()) {
     out +=
         "\n| block | initial loss (RTN) | best loss | best iter | time "

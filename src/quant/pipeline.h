@@ -124,9 +124,10 @@ struct QuantizeSummary {
   uint64_t bytes_before = 0;                              // all tensors of the source
   uint64_t bytes_after = 0;                               // all tensors written
   double seconds = 0;
-  std::string scheme;               // "W4A16 (int4 g128 sym) as auto_round:auto_gptq, AutoRound"
-  std::string calibration;          // tuned modes: what was drawn
-  std::vector<BlockReport> blocks;  // tuned modes: per block, in order
+  std::string scheme;                 // "W4A16 (int4 g128 sym) as auto_round:auto_gptq, AutoRound"
+  std::string calibration;            // tuned modes: what was drawn
+  std::vector<BlockReport> blocks;    // tuned modes: per block, in order
+  std::vector<std::string> unrouted;  // OPT-RTN: experts no calibration token reached (RTN)
 };
 
 // Progress of the streaming path: `done` of `total` blocks finished.
@@ -149,6 +150,7 @@ struct TunedModel {
   std::map<std::string, formats::QuantizedWeight> weights;
   std::vector<BlockReport> blocks;
   std::string calibration;
+  std::vector<std::string> unrouted;  // MoE experts no calibration token reached: RTN
 };
 Result<TunedModel> tune_model(const QuantizeOptions& options, const QuantPlan& plan,
                               const std::function<bool()>& cancelled,

@@ -14,6 +14,7 @@
 #include "ops/elementwise.h"
 #include "quant/block_tuner.h"
 #include "quant/calibration.h"
+#include "quant/layer_forward.h"
 #include "quant/linear_tuner.h"
 #include "quant/opt_rtn.h"
 #include "quant/pipeline.h"
@@ -184,8 +185,42 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
     if (cancelled && cancelled())
       return io_error("interrupted; " + o.output_dir + " left as it was");
     const auto block_start = std::chrono::steady_clock::now();
-    QS_ASSIGN_OR_RETURN(BlockTensors<float> block, copy_block(model->layer(i), config, i));
     const std::string prefix = "model.layers." + std::to_string(i) + ".";
+    if (model->layer(i).sparse()) {
+      // A Mixture-of-Experts layer: OPT-RTN through the inference forward (layer_forward.h).
+      std::map<std::string, formats::QuantScheme> layer_schemes;
+      for (const auto& [module, l] : by_module) {
+        if (l->quantize && module.rfind(prefix, 0) == 0) {
+          layer_schemes[module] = plan.parsed.scheme_for(module);
+        }
+      }
+      if (fp_chain) {
+        QS_RETURN_IF_ERROR(layer_forward(*model, model->layer(i), x_fp.data(), n, seqlen,
+                                         targets.data(), nullptr, pool));
+      }
+      float* reference = fp_chain ? own_reference.data() : targets.data();
+      QS_ASSIGN_OR_RETURN(LayerOptRtn r, opt_rtn_layer(*model, i, layer_schemes, x_q.data(), n,
+                                                       seqlen, reference, x_fp.data(), pool));
+      BlockReport report;
+      report.index = i;
+      report.total = n_blocks;
+      report.initial_loss = NAN;
+      const BlockCalibration against{x_q.data(), reference, nullptr, loss_mask.data(), n, seqlen};
+      report.best_loss = output_loss(x_fp.data(), against, hidden);
+      std::swap(x_q, x_fp);      // x_q = Layer_q(X_q)
+      std::swap(x_fp, targets);  // x_fp = Y_fp (when the FP chain runs); targets = scratch
+      for (auto& [module, w] : r.weights) result.weights.emplace(module, std::move(w));
+      result.unrouted.insert(result.unrouted.end(), r.unrouted.begin(), r.unrouted.end());
+      report.done = true;
+      report.seconds = seconds_since(block_start);
+      report.elapsed = seconds_since(tune_start);
+      report.eta =
+          report.elapsed / static_cast<double>(i + 1) * static_cast<double>(n_blocks - i - 1);
+      if (tune_progress) tune_progress(report);
+      result.blocks.push_back(report);
+      continue;
+    }
+    QS_ASSIGN_OR_RETURN(BlockTensors<float> block, copy_block(model->layer(i), config, i));
     PerLinear<formats::QuantScheme> schemes{};  // default: kDense, kept full precision
     for (int j = 0; j < kNumLinears; ++j) {
       const std::string module = prefix + linear_name(j);
