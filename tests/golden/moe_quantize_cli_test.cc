@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/cli.h"
+#include "../common/prompt_logits.h"
 #include "engine/kv_cache.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
@@ -62,24 +63,7 @@ class MoeQuantizeCli : public ::testing::TestWithParam<std::string> {
   std::string dir_;
 };
 
-// Every position's logits of one prompt.
-std::vector<float> prompt_logits(const std::string& dir, const std::vector<int32_t>& ids) {
-  auto model = models::Model::load(dir);
-  EXPECT_TRUE(model.ok()) << model.status().to_string();
-  if (!model.ok()) return {};
-  const models::ModelConfig& c = (*model)->config();
-  const int64_t n = static_cast<int64_t>(ids.size());
-  engine::KvCache cache({c.n_layers, c.n_kv_heads, c.head_dim, (n + 15) / 16, 16});
-  EXPECT_TRUE(cache.reserve(0, n).ok());
-  models::ForwardBatch batch;
-  batch.token_ids = ids;
-  batch.seqs = {{0, n, 0, cache.block_table(0)}};
-  batch.all_logits = true;
-  std::vector<float> logits;
-  ThreadPool pool(2);
-  EXPECT_TRUE((*model)->forward(batch, cache.layers(), pool, &logits).ok());
-  return logits;
-}
+using testing::prompt_logits;
 
 // RMS of (a - b) over RMS of b.
 double relative_rms(const std::vector<float>& a, const std::vector<float>& b) {

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/prompt_logits.h"
 #include "../unit/model_random_checkpoint.h"
 #include "core/json.h"
 #include "engine/kv_cache.h"
@@ -131,21 +132,7 @@ void write_quantized(const std::string& dense_dir, json config, const json& qc,
   ASSERT_TRUE(io::write_checkpoint(quant_dir, quant).ok());
 }
 
-std::vector<float> prompt_logits(const models::Model& model, const std::vector<int32_t>& ids) {
-  const models::ModelConfig& c = model.config();
-  const int64_t n = static_cast<int64_t>(ids.size());
-  engine::KvCache cache({c.n_layers, c.n_kv_heads, c.head_dim, (n + 15) / 16, 16});
-  EXPECT_TRUE(cache.reserve(0, n).ok());
-  models::ForwardBatch batch;
-  batch.token_ids = ids;
-  batch.seqs = {{0, n, 0, cache.block_table(0)}};
-  batch.all_logits = true;
-  ThreadPool pool(2);
-  std::vector<float> logits;
-  const Status s = model.forward(batch, cache.layers(), pool, &logits);
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return logits;
-}
+using testing::prompt_logits;
 
 const std::vector<int32_t> kPrompt = {1, 17, 42, 5, 96, 33, 8, 61, 2, 77, 19, 50};
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "../common/prompt_logits.h"
 #include "core/json.h"
 #include "engine/kv_cache.h"
 #include "model_random_checkpoint.h"
@@ -289,24 +290,6 @@ TEST(MoeForward, CountsRoutedPairsAndExpertReads) {
 namespace qs::models {
 namespace {
 
-std::vector<float> last_logits(const std::string& dir, const std::vector<int32_t>& ids) {
-  auto m = Model::load(dir);
-  EXPECT_TRUE(m.ok()) << m.status().to_string();
-  if (!m.ok()) return {};
-  const ModelConfig& c = (*m)->config();
-  const int64_t n = static_cast<int64_t>(ids.size());
-  engine::KvCache cache({c.n_layers, c.n_kv_heads, c.head_dim, 2, 16});
-  EXPECT_TRUE(cache.reserve(0, n).ok());
-  ForwardBatch batch;
-  batch.token_ids = ids;
-  batch.seqs = {{0, n, 0, cache.block_table(0)}};
-  batch.all_logits = true;
-  std::vector<float> logits;
-  ThreadPool pool(2);
-  EXPECT_TRUE((*m)->forward(batch, cache.layers(), pool, &logits).ok());
-  return logits;
-}
-
 // transformers 5's in-memory layout, which some checkpoints store: each layer's experts as
 // mlp.experts.gate_up_proj [E, 2I, H] (gate rows, then up rows) and mlp.experts.down_proj
 // [E, H, I]. The same weights either way must give the same logits, bit for bit.
@@ -342,7 +325,7 @@ TEST(MoeLoad, FusedExpertTensorsEqualPerExpertOnes) {
   ASSERT_TRUE(write_json(fused + "/config.json", config).ok());
   ASSERT_TRUE(io::write_safetensors(fused + "/model.safetensors", tensors).ok());
   const std::vector<int32_t> ids = {1, 5, 9, 44, 2, 70, 13, 13, 96, 0};
-  const auto a = last_logits(split, ids), b = last_logits(fused, ids);
+  const auto a = qs::testing::prompt_logits(split, ids), b = qs::testing::prompt_logits(fused, ids);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
