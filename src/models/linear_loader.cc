@@ -132,7 +132,10 @@ Status LinearLoader::load_one(const std::string& module, int64_t n, int64_t k,
   QS_ASSIGN_OR_RETURN(*scheme, stored_scheme(module, n, k));
   std::vector<std::string> names;
   const formats::StoredTensors stored = module_tensors(ckpt_, names_, module, &names);
-  consumed_.insert(names.begin(), names.end());
+  {
+    std::lock_guard<std::mutex> lock(consumed_mutex_);
+    consumed_.insert(names.begin(), names.end());
+  }
   *stored_bytes = 0;
   if (!scheme->quantized()) {
     const std::string weight = module + ".weight";
@@ -162,6 +165,24 @@ void LinearLoader::load(const std::string& module, int64_t n, int64_t k, ops::Li
   if (!s.ok()) {
     problems_.push_back(s.message());
     *out = ops::LinearWeight();
+  }
+}
+
+void LinearLoader::load_all(const std::vector<Request>& requests, ThreadPool& pool) {
+  std::vector<Status> status(requests.size());
+  pool.parallel_for(
+      static_cast<int64_t>(requests.size()),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const Request& r = requests[i];
+          status[i] = load_one(r.module, r.n, r.k, r.out, r.scheme, r.stored_bytes);
+        }
+      },
+      1);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (status[i].ok()) continue;
+    problems_.push_back(status[i].message());
+    *requests[i].out = ops::LinearWeight();
   }
 }
 

@@ -7,11 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "formats/quant_scheme.h"
 #include "io/checkpoint.h"
 #include "io/quant_config.h"
@@ -36,6 +38,18 @@ class LinearLoader {
     return load_one(module, n, k, out, scheme, stored_bytes);
   }
 
+  // Many linears at once, split over the pool's threads (unpacking and repacking thousands of
+  // MoE experts one after another made loading slow); each request as load() would do it,
+  // with problems recorded in request order.
+  struct Request {
+    std::string module;
+    int64_t n = 0, k = 0;
+    ops::LinearWeight* out = nullptr;
+    formats::QuantScheme* scheme = nullptr;
+    size_t* stored_bytes = nullptr;
+  };
+  void load_all(const std::vector<Request>& requests, ThreadPool& pool);
+
   const std::vector<std::string>& problems() const { return problems_; }
   // Checkpoint tensors consumed so far (for the unexpected-tensor warning).
   const std::set<std::string>& consumed() const { return consumed_; }
@@ -51,6 +65,7 @@ class LinearLoader {
   const std::vector<std::string> names_;  // the checkpoint's, sorted; read once
   std::vector<std::string> problems_;
   std::set<std::string> consumed_;
+  std::mutex consumed_mutex_;  // load_all's workers add to consumed_
 };
 
 }  // namespace qs::models

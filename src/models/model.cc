@@ -182,15 +182,22 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   // Linear weights are loaded even when other tensors are already known to be broken, so
   // that one error lists every problem.
   std::vector<std::pair<std::string, ops::LinearWeight*>> order;
+  // The linears are queued in forward order and loaded together below, over the cores.
+  std::vector<LinearLoader::Request> requests;
+  std::vector<size_t> request_info;  // per request: its index in linear_infos_
   auto linear = [&](const std::string& module, int64_t n, int64_t k, ops::LinearWeight* w,
                     bool routed = false) {
     LinearInfo info;
     info.name = module;
     info.routed_expert = routed;
-    linears.load(module, n, k, w, &info.scheme, &info.stored_bytes);
+    request_info.push_back(m->linear_infos_.size());
+    requests.push_back({module, n, k, w, nullptr, nullptr});
     m->linear_infos_.push_back(info);
     order.emplace_back(module, w);
   };
+  // Per MoE layer: its experts' range of linear_infos_, checked for one shared scheme once
+  // loaded.
+  std::vector<std::pair<size_t, size_t>> expert_ranges;
   auto mlp = [&](const MlpNames& names, int64_t inter, MlpWeights* w, bool routed) {
     linear(names.gate, inter, config.hidden_size, &w->gate, routed);
     linear(names.up, inter, config.hidden_size, &w->up, routed);
@@ -217,17 +224,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
           mlp(mlp_names(config, i, e), config.moe.expert_intermediate, &l.moe.experts[e], true);
         }
       }
-      // Experts of one layer share one quantization: the checkpoint formats lay them out as
-      // one stack (auto-round, GPTQ, vLLM's fused MoE), and a routed matmul runs them alike.
-      for (size_t j = first + 3; j < m->linear_infos_.size(); ++j) {
-        const LinearInfo& a = m->linear_infos_[first + (j - first) % 3];
-        const LinearInfo& b = m->linear_infos_[j];
-        if (!(a.scheme == b.scheme)) {
-          problems.push_back("expert '" + b.name + "' is stored as " + b.scheme.describe() +
-                             " but its sibling '" + a.name + "' as " + a.scheme.describe() +
-                             "; the experts of one layer must share one quantization");
-        }
-      }
+      expert_ranges.emplace_back(first, m->linear_infos_.size());
       if (config.moe.shared_intermediate > 0) {
         mlp(mlp_names(config, i, -1), config.moe.shared_intermediate, &l.moe.shared, false);
       }
@@ -236,6 +233,28 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
     }
   }
   if (!config.tie_word_embeddings) linear("lm_head", config.vocab_size, hidden, &m->lm_head_);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    LinearInfo& info = m->linear_infos_[request_info[r]];
+    requests[r].scheme = &info.scheme;
+    requests[r].stored_bytes = &info.stored_bytes;
+  }
+  {
+    ThreadPool load_pool(ThreadPool::default_threads());
+    linears.load_all(requests, load_pool);
+  }
+  // Experts of one layer share one quantization: the checkpoint formats lay them out as one
+  // stack (auto-round, GPTQ, vLLM's fused MoE), and a routed matmul runs them alike.
+  for (const auto& [first, last] : expert_ranges) {
+    for (size_t j = first + 3; j < last; ++j) {
+      const LinearInfo& a = m->linear_infos_[first + (j - first) % 3];
+      const LinearInfo& b = m->linear_infos_[j];
+      if (!(a.scheme == b.scheme)) {
+        problems.push_back("expert '" + b.name + "' is stored as " + b.scheme.describe() +
+                           " but its sibling '" + a.name + "' as " + a.scheme.describe() +
+                           "; the experts of one layer must share one quantization");
+      }
+    }
+  }
   problems.insert(problems.end(), linears.problems().begin(), linears.problems().end());
   std::set<std::string> consumed = linears.consumed();
   auto kv_scales = read_kv_cache_scales(ckpt, config.n_layers, config.n_kv_heads, &consumed);
