@@ -293,7 +293,8 @@ TEST(MemoryBudget, FractionOfAvailableMemory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, EngineTest,
-                         ::testing::Values("LlamaForCausalLM", "Qwen3ForCausalLM"));
+                         ::testing::Values("LlamaForCausalLM", "Qwen3ForCausalLM",
+                                           "Qwen2MoeForCausalLM", "MixtralForCausalLM"));
 
 }  // namespace
 }  // namespace qs::engine

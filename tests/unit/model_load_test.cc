@@ -17,9 +17,8 @@ using qs::testing::tiny_config;
 using qs::testing::write_random_checkpoint;
 
 TEST(ModelLoad, EveryFamilyLoads) {
-  for (const char* arch :
-       {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}) {
-    const std::string dir = fresh_dir(std::string("load_") + arch);
+  for (const std::string& arch : supported_architectures()) {
+    const std::string dir = fresh_dir("load_" + arch);
     write_random_checkpoint(dir, tiny_config(arch), DType::kBF16);
     auto m = Model::load(dir);
     ASSERT_TRUE(m.ok()) << arch << ": " << m.status().to_string();

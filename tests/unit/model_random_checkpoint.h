@@ -18,18 +18,26 @@
 
 namespace qs::testing {
 
+// Tiny shapes for `architecture`; the Mixture-of-Experts families also get 4 experts of 16
+// columns, top-2 (and Qwen2-MoE a shared expert of 24).
 inline nlohmann::json tiny_config(const std::string& architecture) {
-  return {{"architectures", {architecture}},
-          {"vocab_size", 97},
-          {"hidden_size", 32},
-          {"intermediate_size", 48},
-          {"num_hidden_layers", 2},
-          {"num_attention_heads", 4},
-          {"num_key_value_heads", 2},
-          {"max_position_embeddings", 256},
-          {"rms_norm_eps", 1e-5},
-          {"rope_theta", 10000.0},
-          {"tie_word_embeddings", false}};
+  nlohmann::json c = {{"architectures", {architecture}},
+                      {"vocab_size", 97},
+                      {"hidden_size", 32},
+                      {"intermediate_size", 48},
+                      {"num_hidden_layers", 2},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"max_position_embeddings", 256},
+                      {"rms_norm_eps", 1e-5},
+                      {"rope_theta", 10000.0},
+                      {"tie_word_embeddings", false}};
+  if (architecture == "Qwen2MoeForCausalLM" || architecture == "Qwen3MoeForCausalLM" ||
+      architecture == "MixtralForCausalLM") {
+    c.update({{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 16}});
+  }
+  if (architecture == "Qwen2MoeForCausalLM") c["shared_expert_intermediate_size"] = 24;
+  return c;
 }
 
 // A fresh empty directory under the test temp dir.
