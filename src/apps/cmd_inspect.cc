@@ -17,6 +17,7 @@
 #include "io/checkpoint_summary.h"
 #include "io/quant_config.h"
 #include "models/model.h"
+#include "models/model_config.h"
 
 namespace qs::apps {
 namespace {
@@ -82,6 +83,12 @@ Status run(const Flags& flags) {
   const std::string dir = flags.positionals()[0];
   if (is_diffusion_dir(dir)) return run_pipeline(dir, flags);
   QS_ASSIGN_OR_RETURN(io::CheckpointSummary summary, io::summarize_checkpoint(dir));
+  // Mixture of Experts: what one token runs through, from the config (no load needed).
+  if (auto config = models::load_model_config(dir); config.ok() && config->moe.n_experts > 0) {
+    summary.active_parameters = models::active_parameter_count(*config);
+    summary.active_note = std::to_string(config->moe.top_k) + " of " +
+                          std::to_string(config->moe.n_experts) + " experts per token";
+  }
   if (!summary.quant_method.empty()) {
     QS_RETURN_IF_ERROR(add_loaded_linears(dir, flags, &summary));
   } else if (flags.has("quantization")) {

@@ -297,6 +297,8 @@ json summary_to_json(const CheckpointSummary& s) {
       {"files", s.files},
       {"tensors", s.n_tensors},
       {"parameters", s.n_parameters},
+      // MoE: parameters per token (dense models: the total).
+      {"active_parameters", s.active_parameters > 0 ? s.active_parameters : s.n_parameters},
       {"stored_elements", s.n_stored_elements},
       {"dtypes", dtypes},
       {"weight_bytes", s.total_bytes},
@@ -323,6 +325,11 @@ std::string summary_to_text(const CheckpointSummary& s) {
               " elements stored";
   }
   line(&out, "parameters", params + ")");
+  if (s.active_parameters > 0) {
+    line(&out, "active parameters",
+         human_count(s.active_parameters) + " (" + std::to_string(s.active_parameters) + "; " +
+             s.active_note + ")");
+  }
   for (const auto& [name, u] : s.dtypes) {
     line(&out, "dtype " + name,
          std::to_string(u.n_tensors) + " tensors, " + std::to_string(u.n_elements) + " elements, " +

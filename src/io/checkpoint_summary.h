@@ -63,6 +63,10 @@ struct CheckpointSummary {
   // models::Model::decode_weight_bytes(): what one decode step of one sequence reads; below
   // the resident bytes for MoE models (only the routed experts' share) and untied embeddings.
   uint64_t decode_bytes_per_token = 0;
+  // MoE models: the parameters one token runs through (its top-k experts), and how it is
+  // counted; 0 for dense models. Set by the caller, which knows the model families.
+  int64_t active_parameters = 0;
+  std::string active_note;
 };
 
 // Reads <dir>/config.json (required) and the checkpoint's safetensors headers.

@@ -404,4 +404,33 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
   return t;
 }
 
+namespace {
+
+// (all parameters, those of routed experts)
+std::pair<int64_t, int64_t> count_parameters(const ModelConfig& c) {
+  int64_t all = 0, routed = 0;
+  for (const TensorSpec& t : expected_tensors(c)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    all += n;
+    // Per-expert ("mlp.experts.3.up_proj", "block_sparse_moe.experts.3.w3") and fused
+    // ("mlp.experts.gate_up_proj") names; the shared expert is "shared_expert.".
+    if (t.name.find(".experts.") != std::string::npos) routed += n;
+  }
+  return {all, routed};
+}
+
+}  // namespace
+
+int64_t parameter_count(const ModelConfig& config) {
+  return count_parameters(config).first;
+}
+
+int64_t active_parameter_count(const ModelConfig& config) {
+  const auto [all, routed] = count_parameters(config);
+  if (config.moe.n_experts == 0) return all;
+  // Each MoE layer holds n_experts equal experts, so routed / n_experts is exact.
+  return all - routed + routed / config.moe.n_experts * config.moe.top_k;
+}
+
 }  // namespace qs::models

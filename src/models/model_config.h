@@ -123,6 +123,12 @@ MlpNames mlp_names(const ModelConfig& config, int64_t layer, int64_t expert);
 std::string router_name(const ModelConfig& config, int64_t layer);
 std::string shared_gate_name(const ModelConfig& config, int64_t layer);
 
+// Parameters of the tensor list (every expert counted), and those one token runs through: the
+// routed experts at top_k of n_experts (the "active" count model cards give, e.g. 3.3B of
+// Qwen3-30B-A3B's 30.5B). Equal for dense models.
+int64_t parameter_count(const ModelConfig& config);
+int64_t active_parameter_count(const ModelConfig& config);
+
 // Every tensor a checkpoint of `config` must hold, in a stable order (embedding, layers, final
 // norm, lm_head unless tied).
 std::vector<TensorSpec> expected_tensors(const ModelConfig& config);

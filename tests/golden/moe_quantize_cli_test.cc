@@ -225,6 +225,20 @@ TEST_P(MoeQuantizeCli, UnroutedExpertsAreRtnAndCounted) {
   EXPECT_EQ(same, unrouted);
 }
 
+TEST_P(MoeQuantizeCli, InspectCountsTheActiveParameters) {
+  CliResult text = run_cli("inspect " + src());
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("2 of 4 experts per token"), std::string::npos) << text.output;
+  CliResult j = run_cli("inspect --json " + src(), /*stderr_too=*/false);
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  const auto summary = nlohmann::json::parse(j.output);
+  const int64_t all = summary["parameters"], active = summary["active_parameters"];
+  // Each of the 2 layers has 4 experts of 3 x 64 x inter parameters (Mixtral's experts take
+  // intermediate_size, 96; the Qwen ones moe_intermediate_size, 64); a token runs 2 of them.
+  const int64_t inter = GetParam() == "MixtralForCausalLM" ? 96 : 64;
+  EXPECT_EQ(all - active, 2 * 2 * 3 * 64 * inter);
+}
+
 TEST_P(MoeQuantizeCli, AutoRoundTuningSaysItDoesNotCoverMoeYet) {
   CliResult q = run_cli("quantize --model " + src() + " --output_dir " + path("t") +
                         " --iters 2 --nsamples 2 --seqlen 8");

@@ -36,6 +36,21 @@ TEST(ModelPresets, ParameterCountsMatchPublishedOnes) {
   EXPECT_EQ(parameter_count("mixtral-8x7b"), 46702792704);       // Mixtral-8x7B: 46.7B
 }
 
+// The active parameters the model cards state: Qwen3-30B-A3B "3.3B activated", Qwen1.5-MoE
+// "2.7B activated", Mixtral-8x7B "12.9B active"; a dense model's equal its total.
+TEST(ModelPresets, ActiveParametersMatchPublishedOnes) {
+  auto active = [](const std::string& preset) {
+    auto config = parse_model_config(*model_preset(preset));
+    EXPECT_TRUE(config.ok()) << config.status().to_string();
+    EXPECT_EQ(models::parameter_count(*config), parameter_count(preset));
+    return models::active_parameter_count(*config);
+  };
+  EXPECT_EQ(active("qwen3-30b-a3b"), 3353032704);      // 3.35B
+  EXPECT_EQ(active("qwen1.5-moe-a2.7b"), 2689173504);  // 2.69B
+  EXPECT_EQ(active("mixtral-8x7b"), 12879925248);      // 12.9B
+  EXPECT_EQ(active("qwen2.5-0.5b"), 494032768);
+}
+
 TEST(ModelPresets, EveryPresetParses) {
   for (const auto& name : model_preset_names()) {
     auto json = model_preset(name);
