@@ -12,7 +12,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 QS=$PWD/build/quantserve
 MODEL=${1:?model directory}
-TOK=$MODEL
 PORT=${QS_MOE_PORT:-8123}
 OUT=$(mktemp -d)
 trap 'kill "$SERVER" 2> /dev/null || true; rm -rf "$OUT"' EXIT
@@ -34,7 +33,7 @@ IFS=, read -ra CONC <<< "${QS_MOE_CONCURRENCY:-1,4,16}"
 for c in "${CONC[@]}"; do
   s0=$(counter quantserve:moe_routed_slots)
   r0=$(counter quantserve:moe_expert_reads)
-  "$QS" bench serve --port "$PORT" --tokenizer "$TOK" --max-concurrency "$c" \
+  "$QS" bench serve --port "$PORT" --tokenizer "$MODEL" --max-concurrency "$c" \
     --num-prompts "${QS_MOE_PROMPTS:-32}" --random-input-len "${QS_MOE_INPUT_LEN:-128}" \
     --random-output-len "${QS_MOE_OUTPUT_LEN:-64}" --save-result --result-dir "$OUT" \
     --result-filename "c$c.json" --disable-tqdm --seed "$c" > "$OUT/c$c.log" 2>&1

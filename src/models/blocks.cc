@@ -28,6 +28,13 @@ void observe(BlockScratch& s, std::span<const ops::LinearOut> outs, const float*
   for (const ops::LinearOut& o : outs) s.observer->observe(o.w, x, rows);
 }
 
+// The same for row groups of one x [*, width] (ops::linear_grouped's).
+void observe_grouped(BlockScratch& s, std::span<const ops::GroupedOut> jobs, const float* x,
+                     int64_t width) {
+  if (s.observer == nullptr) return;
+  for (const ops::GroupedOut& j : jobs) s.observer->observe(j.w, x + j.row_begin * width, j.rows);
+}
+
 }  // namespace
 
 void rope_tables(std::span<const float> inv_freq, std::span<const int32_t> positions,
@@ -169,11 +176,7 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
     jobs.push_back({&w.experts[e].gate, nullptr, r0, rows, s.gate.data() + r0 * inter});
     jobs.push_back({&w.experts[e].up, nullptr, r0, rows, s.up.data() + r0 * inter});
   }
-  if (s.observer != nullptr) {
-    for (const ops::GroupedOut& j : jobs) {
-      s.observer->observe(j.w, s.expert_x.data() + j.row_begin * hidden, j.rows);
-    }
-  }
+  observe_grouped(s, jobs, s.expert_x.data(), hidden);
   QS_RETURN_IF_ERROR(ops::linear_grouped(s.expert_x.data(), jobs, pool));
   ops::silu_mul(s.gate.data(), s.up.data(), n_slots * inter, s.gate.data());
   jobs.clear();
@@ -182,11 +185,7 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
     if (rows == 0) continue;
     jobs.push_back({&w.experts[e].down, nullptr, r0, rows, s.expert_y.data() + r0 * hidden});
   }
-  if (s.observer != nullptr) {
-    for (const ops::GroupedOut& j : jobs) {
-      s.observer->observe(j.w, s.gate.data() + j.row_begin * inter, j.rows);
-    }
-  }
+  observe_grouped(s, jobs, s.gate.data(), inter);
   QS_RETURN_IF_ERROR(ops::linear_grouped(s.gate.data(), jobs, pool));
 
   // Experts in ascending order, each adding its weighted rows into `out`, as transformers'

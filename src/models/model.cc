@@ -309,6 +309,15 @@ std::vector<LinearInfo> Model::linears() const {
   return linear_infos_;
 }
 
+size_t Model::f32_weight_bytes() const {
+  size_t n = final_norm_.size();
+  for (const DecoderLayerWeights& l : layers_) {
+    n += l.attn_norm.size() + l.mlp_norm.size() + l.attn.q_norm.size() + l.attn.k_norm.size() +
+         l.moe.router.size() + l.moe.shared_gate.size();
+  }
+  return n * sizeof(float);
+}
+
 size_t Model::decode_weight_bytes() const {
   // A routed expert is read by top_k of every n_experts tokens' worth of choices: one token
   // streams top_k experts of each MoE layer, which on average is this share of their bytes.
@@ -325,23 +334,13 @@ size_t Model::decode_weight_bytes() const {
       bytes += l.weight->resident_bytes();
     }
   }
-  for (const DecoderLayerWeights& l : layers_) {
-    bytes += (l.attn_norm.size() + l.mlp_norm.size() + l.attn.q_norm.size() + l.attn.k_norm.size() +
-              l.moe.router.size() + l.moe.shared_gate.size()) *
-             sizeof(float);
-  }
-  return bytes + static_cast<size_t>(routed * routed_share) + final_norm_.size() * sizeof(float);
+  return bytes + static_cast<size_t>(routed * routed_share) + f32_weight_bytes();
 }
 
 size_t Model::resident_weight_bytes() const {
   size_t bytes = 0;
   for (const LinearInfo& l : linear_infos_) bytes += l.weight->resident_bytes();
-  for (const DecoderLayerWeights& l : layers_) {
-    bytes += (l.attn_norm.size() + l.mlp_norm.size() + l.attn.q_norm.size() + l.attn.k_norm.size() +
-              l.moe.router.size() + l.moe.shared_gate.size()) *
-             sizeof(float);
-  }
-  bytes += final_norm_.size() * sizeof(float);
+  bytes += f32_weight_bytes();
   return bytes + (config_.tie_word_embeddings ? 0 : embed_.nbytes());
 }
 

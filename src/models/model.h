@@ -109,6 +109,9 @@ class Model {
   const KvCacheScales& kv_cache_scales() const { return kv_scales_; }
 
  private:
+  // The f32 norms, routers and shared-expert gates, which every step reads whole.
+  size_t f32_weight_bytes() const;
+
   ModelConfig config_;
   io::QuantConfig quant_;
   std::vector<LinearInfo> linear_infos_;  // filled at load; `weight` points into layers_
