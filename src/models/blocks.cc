@@ -23,18 +23,6 @@ Tensor f32_view(const std::vector<float>& v, int64_t rows, int64_t cols) {
   return t;
 }
 
-void observe(BlockScratch& s, std::span<const ops::LinearOut> outs, const float* x, int64_t rows) {
-  if (s.observer == nullptr) return;
-  for (const ops::LinearOut& o : outs) s.observer->observe(o.w, x, rows);
-}
-
-// The same for row groups of one x [*, width] (ops::linear_grouped's).
-void observe_grouped(BlockScratch& s, std::span<const ops::GroupedOut> jobs, const float* x,
-                     int64_t width) {
-  if (s.observer == nullptr) return;
-  for (const ops::GroupedOut& j : jobs) s.observer->observe(j.w, x + j.row_begin * width, j.rows);
-}
-
 }  // namespace
 
 void rope_tables(std::span<const float> inv_freq, std::span<const int32_t> positions,
@@ -64,7 +52,6 @@ Status attention_block(const ModelConfig& c, const AttentionWeights& w, const fl
   const ops::LinearOut qkv[] = {{&w.wq, bias_or_null(w.bq), s.q.data()},
                                 {&w.wk, bias_or_null(w.bk), s.k.data()},
                                 {&w.wv, bias_or_null(w.bv), s.v.data()}};
-  observe(s, qkv, h, n_tokens);
   QS_RETURN_IF_ERROR(ops::linear_many(h, n_tokens, qkv, pool));
   if (!w.q_norm.empty()) {
     // Qwen3: RMSNorm over head_dim of each head, before RoPE.
@@ -81,7 +68,6 @@ Status attention_block(const ModelConfig& c, const AttentionWeights& w, const fl
   params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   params.sliding_window = w.sliding_window;
   QS_RETURN_IF_ERROR(ops::paged_attention(s.q.data(), cache, seqs, params, s.attn.data(), pool));
-  if (s.observer != nullptr) s.observer->observe(&w.wo, s.attn.data(), n_tokens);
   return ops::linear(s.attn.data(), n_tokens, w.wo, bias_or_null(w.bo), out, pool);
 }
 
@@ -92,21 +78,19 @@ Status mlp_block(const MlpWeights& w, const float* h, int64_t n_tokens, BlockScr
   s.up.resize(n_tokens * inter);
   const ops::LinearOut gate_up[] = {{&w.gate, bias_or_null(w.b_gate), s.gate.data()},
                                     {&w.up, bias_or_null(w.b_up), s.up.data()}};
-  observe(s, gate_up, h, n_tokens);
   QS_RETURN_IF_ERROR(ops::linear_many(h, n_tokens, gate_up, pool));
   ops::silu_mul(s.gate.data(), s.up.data(), n_tokens * inter, s.gate.data());
-  if (s.observer != nullptr) s.observer->observe(&w.down, s.gate.data(), n_tokens);
   return ops::linear(s.gate.data(), n_tokens, w.down, bias_or_null(w.b_down), out, pool);
 }
 
-void route_top_k(const MoeConfig& moe, float* probs, int64_t n_tokens, int32_t* routes,
-                 float* weights) {
+template <class T>
+void route_top_k(const MoeConfig& moe, T* probs, int64_t n_tokens, int32_t* routes, T* weights) {
   const int64_t n_experts = moe.n_experts, k = moe.top_k;
   for (int64_t t = 0; t < n_tokens; ++t) {
-    float* p = probs + t * n_experts;
-    float max = p[0];
+    T* p = probs + t * n_experts;
+    T max = p[0];
     for (int64_t e = 1; e < n_experts; ++e) max = std::max(max, p[e]);
-    float sum = 0.0f;
+    T sum = 0;
     for (int64_t e = 0; e < n_experts; ++e) {
       p[e] = std::exp(p[e] - max);
       sum += p[e];
@@ -115,8 +99,8 @@ void route_top_k(const MoeConfig& moe, float* probs, int64_t n_tokens, int32_t* 
     // Selection by repeated maximum: k is small (2..10), and a strict > keeps the lower id on
     // ties, as torch.topk does on CPU.
     int32_t* r = routes + t * k;
-    float* w = weights + t * k;
-    float picked_sum = 0.0f;
+    T* w = weights + t * k;
+    T picked_sum = 0;
     for (int64_t j = 0; j < k; ++j) {
       int32_t best = -1;
       for (int64_t e = 0; e < n_experts; ++e) {
@@ -132,6 +116,41 @@ void route_top_k(const MoeConfig& moe, float* probs, int64_t n_tokens, int32_t* 
       for (int64_t j = 0; j < k; ++j) w[j] /= picked_sum;
     }
   }
+}
+
+template void route_top_k<float>(const MoeConfig&, float*, int64_t, int32_t*, float*);
+template void route_top_k<double>(const MoeConfig&, double*, int64_t, int32_t*, double*);
+
+namespace {
+
+template <class Layer, class Slot>
+Slot slot_of(Layer& l, const LayerLinear& ll) {
+  switch (ll.role) {
+    case LinearRole::kQ:
+      return {&l.attn.wq, &l.attn.bq};
+    case LinearRole::kK:
+      return {&l.attn.wk, &l.attn.bk};
+    case LinearRole::kV:
+      return {&l.attn.wv, &l.attn.bv};
+    case LinearRole::kO:
+      return {&l.attn.wo, &l.attn.bo};
+    default:
+      break;
+  }
+  auto& mlp = ll.shared ? l.moe.shared : ll.expert >= 0 ? l.moe.experts[ll.expert] : l.mlp;
+  if (ll.role == LinearRole::kGate) return {&mlp.gate, &mlp.b_gate};
+  if (ll.role == LinearRole::kUp) return {&mlp.up, &mlp.b_up};
+  return {&mlp.down, &mlp.b_down};
+}
+
+}  // namespace
+
+LinearSlot linear_slot(DecoderLayerWeights& layer, const LayerLinear& l) {
+  return slot_of<DecoderLayerWeights, LinearSlot>(layer, l);
+}
+
+ConstLinearSlot linear_slot(const DecoderLayerWeights& layer, const LayerLinear& l) {
+  return slot_of<const DecoderLayerWeights, ConstLinearSlot>(layer, l);
 }
 
 Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int64_t n_tokens,
@@ -176,7 +195,6 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
     jobs.push_back({&w.experts[e].gate, nullptr, r0, rows, s.gate.data() + r0 * inter});
     jobs.push_back({&w.experts[e].up, nullptr, r0, rows, s.up.data() + r0 * inter});
   }
-  observe_grouped(s, jobs, s.expert_x.data(), hidden);
   QS_RETURN_IF_ERROR(ops::linear_grouped(s.expert_x.data(), jobs, pool));
   ops::silu_mul(s.gate.data(), s.up.data(), n_slots * inter, s.gate.data());
   jobs.clear();
@@ -185,7 +203,6 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
     if (rows == 0) continue;
     jobs.push_back({&w.experts[e].down, nullptr, r0, rows, s.expert_y.data() + r0 * hidden});
   }
-  observe_grouped(s, jobs, s.gate.data(), inter);
   QS_RETURN_IF_ERROR(ops::linear_grouped(s.gate.data(), jobs, pool));
 
   // Experts in ascending order, each adding its weighted rows into `out`, as transformers'

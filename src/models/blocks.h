@@ -57,20 +57,24 @@ struct DecoderLayerWeights {
   bool sparse() const { return !moe.experts.empty(); }
 };
 
+// Where the LayerLinear `l` (layer_linears' entry of this layer) lives in a loaded layer: its
+// weight and its bias (an empty vector when it has none). The layer's experts must be sized
+// (moe.experts has n_experts entries) for an expert's slot.
+struct LinearSlot {
+  ops::LinearWeight* weight = nullptr;
+  std::vector<float>* bias = nullptr;
+};
+LinearSlot linear_slot(DecoderLayerWeights& layer, const LayerLinear& l);
+struct ConstLinearSlot {
+  const ops::LinearWeight* weight = nullptr;
+  const std::vector<float>* bias = nullptr;
+};
+ConstLinearSlot linear_slot(const DecoderLayerWeights& layer, const LayerLinear& l);
+
 // cos/sin of position * inv_freq for each token: cos, sin [n_tokens, inv_freq.size()].
 // Computed in f32 like transformers' rotary embedding (freqs = inv_freq * position in f32).
 void rope_tables(std::span<const float> inv_freq, std::span<const int32_t> positions,
                  std::vector<float>* cos, std::vector<float>* sin);
-
-// Sees every matmul's input as the blocks run: `rows` rows of x [rows, w->cols()] about to go
-// through `w`. The offline quantizer's calibration pass uses it to collect each linear's
-// input statistics (an MoE expert sees only the rows routed to it) from the same forward that
-// serves, rather than a copy of the block.
-class LinearInputObserver {
- public:
-  virtual ~LinearInputObserver() = default;
-  virtual void observe(const ops::LinearWeight* w, const float* x, int64_t rows) = 0;
-};
 
 // Scratch buffers reused by every layer of one forward call.
 struct BlockScratch {
@@ -88,8 +92,7 @@ struct BlockScratch {
   std::vector<int64_t> expert_first, expert_next;
   std::vector<ops::GroupedOut> expert_jobs;
   std::vector<float> expert_x, expert_y, shared_gate;
-  int64_t experts_read = 0;                 // distinct experts the last MoE layer ran
-  LinearInputObserver* observer = nullptr;  // none in serving
+  int64_t experts_read = 0;  // distinct experts the last MoE layer ran
 };
 
 // out = o_proj(attention(rope(norm(q_proj h)), rope(norm(k_proj h)), v_proj h)), writing the
@@ -108,8 +111,9 @@ Status mlp_block(const MlpWeights& w, const float* h, int64_t n_tokens, BlockScr
 // the top_k largest probabilities (ties to the lower expert id), renormalised to sum 1 when
 // norm_topk_prob.   probs: [n_tokens, n_experts] (the logits, softmaxed in place);
 // routes, weights: [n_tokens, top_k], largest first.
-void route_top_k(const MoeConfig& moe, float* probs, int64_t n_tokens, int32_t* routes,
-                 float* weights);
+// The quantizer's differentiable block runs the same function, in double for its gradient tests.
+template <class T>
+void route_top_k(const MoeConfig& moe, T* probs, int64_t n_tokens, int32_t* routes, T* weights);
 
 // out = sum over each token's top_k experts of weight * expert(h), plus Qwen2-MoE's
 // sigmoid-gated shared expert. Tokens are grouped by expert, so each chosen expert's weights

@@ -198,41 +198,28 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   // Per MoE layer: its experts' range of linear_infos_, checked for one shared scheme once
   // loaded.
   std::vector<std::pair<size_t, size_t>> expert_ranges;
-  auto mlp = [&](const MlpNames& names, int64_t inter, MlpWeights* w, bool routed) {
-    linear(names.gate, inter, config.hidden_size, &w->gate, routed);
-    linear(names.up, inter, config.hidden_size, &w->up, routed);
-    linear(names.down, config.hidden_size, inter, &w->down, routed);
-  };
-  const int64_t hidden = config.hidden_size;
-  const int64_t q_dim = config.n_heads * config.head_dim;
-  const int64_t kv_dim = config.n_kv_heads * config.head_dim;
   m->layers_.resize(config.n_layers);
   for (int64_t i = 0; i < config.n_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
     DecoderLayerWeights& l = m->layers_[i];
-    linear(p + "self_attn.q_proj", q_dim, hidden, &l.attn.wq);
-    linear(p + "self_attn.k_proj", kv_dim, hidden, &l.attn.wk);
-    linear(p + "self_attn.v_proj", kv_dim, hidden, &l.attn.wv);
-    linear(p + "self_attn.o_proj", hidden, q_dim, &l.attn.wo);
-    if (is_moe_layer(config, i)) {
-      l.moe.experts.resize(config.moe.n_experts);
-      const size_t first = m->linear_infos_.size();
-      for (int64_t e = 0; e < config.moe.n_experts; ++e) {
-        if (config.moe.fused_experts) {
-          fused_expert(ckpt, config, i, e, &l.moe.experts[e], &m->linear_infos_, &order, &problems);
-        } else {
-          mlp(mlp_names(config, i, e), config.moe.expert_intermediate, &l.moe.experts[e], true);
+    if (is_moe_layer(config, i)) l.moe.experts.resize(config.moe.n_experts);
+    size_t first_expert = 0;
+    for (const LayerLinear& ll : layer_linears(config, i)) {
+      if (ll.expert == 0 && ll.role == LinearRole::kGate) first_expert = m->linear_infos_.size();
+      if (ll.expert >= 0 && config.moe.fused_experts) {
+        if (ll.role == LinearRole::kGate) {
+          fused_expert(ckpt, config, i, ll.expert, &l.moe.experts[ll.expert], &m->linear_infos_,
+                       &order, &problems);
         }
+      } else {
+        linear(ll.name, ll.out, ll.in, linear_slot(l, ll).weight, ll.expert >= 0);
       }
-      expert_ranges.emplace_back(first, m->linear_infos_.size());
-      if (config.moe.shared_intermediate > 0) {
-        mlp(mlp_names(config, i, -1), config.moe.shared_intermediate, &l.moe.shared, false);
+      if (ll.expert >= 0 && ll.expert == config.moe.n_experts - 1 && ll.role == LinearRole::kDown) {
+        expert_ranges.emplace_back(first_expert, m->linear_infos_.size());
       }
-    } else {
-      mlp(mlp_names(config, i, 0), config.intermediate_size, &l.mlp, false);
     }
   }
-  if (!config.tie_word_embeddings) linear("lm_head", config.vocab_size, hidden, &m->lm_head_);
+  if (!config.tie_word_embeddings)
+    linear("lm_head", config.vocab_size, config.hidden_size, &m->lm_head_);
   for (size_t r = 0; r < requests.size(); ++r) {
     LinearInfo& info = m->linear_infos_[request_info[r]];
     requests[r].scheme = &info.scheme;

@@ -1,6 +1,7 @@
 // models: config.json parsing common to every family, RoPE frequencies and the tensor list.
 #include "models/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
@@ -350,6 +351,29 @@ std::string router_name(const ModelConfig& c, int64_t layer) {
 
 std::string shared_gate_name(const ModelConfig&, int64_t layer) {
   return "model.layers." + std::to_string(layer) + ".mlp.shared_expert_gate";
+}
+
+std::vector<LayerLinear> layer_linears(const ModelConfig& c, int64_t layer) {
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  const std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
+  std::vector<LayerLinear> out = {{p + "q_proj", LinearRole::kQ, -1, false, q_dim, hidden},
+                                  {p + "k_proj", LinearRole::kK, -1, false, kv_dim, hidden},
+                                  {p + "v_proj", LinearRole::kV, -1, false, kv_dim, hidden},
+                                  {p + "o_proj", LinearRole::kO, -1, false, hidden, q_dim}};
+  auto mlp = [&](int64_t expert, bool shared, int64_t inter) {
+    const MlpNames n = mlp_names(c, layer, shared ? -1 : std::max<int64_t>(expert, 0));
+    out.push_back({n.gate, LinearRole::kGate, expert, shared, inter, hidden});
+    out.push_back({n.up, LinearRole::kUp, expert, shared, inter, hidden});
+    out.push_back({n.down, LinearRole::kDown, expert, shared, hidden, inter});
+  };
+  if (!is_moe_layer(c, layer)) {
+    mlp(-1, false, c.intermediate_size);
+    return out;
+  }
+  for (int64_t e = 0; e < c.moe.n_experts; ++e) mlp(e, false, c.moe.expert_intermediate);
+  if (c.moe.shared_intermediate > 0) mlp(-1, true, c.moe.shared_intermediate);
+  return out;
 }
 
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {

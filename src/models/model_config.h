@@ -123,6 +123,21 @@ MlpNames mlp_names(const ModelConfig& config, int64_t layer, int64_t expert);
 std::string router_name(const ModelConfig& config, int64_t layer);
 std::string shared_gate_name(const ModelConfig& config, int64_t layer);
 
+// One matmul of a decoder layer. layer_linears() lists a layer's in the one order every walk of
+// a layer uses (the loader and Model::linears(), the quantizer's differentiable block and its
+// export): q, k, v, o; then the dense MLP's gate, up, down, or each routed expert's
+// (0..n_experts-1) followed by the shared expert's. The router and the shared-expert gate are
+// not listed: they are never quantized (TensorSpec::linear).
+enum class LinearRole : uint8_t { kQ, kK, kV, kO, kGate, kUp, kDown };
+struct LayerLinear {
+  std::string name;  // "model.layers.3.mlp.experts.7.gate_proj" (no ".weight")
+  LinearRole role = LinearRole::kQ;
+  int64_t expert = -1;  // the routed expert; -1: attention, the dense MLP or the shared expert
+  bool shared = false;  // Qwen2-MoE's shared expert
+  int64_t out = 0, in = 0;
+};
+std::vector<LayerLinear> layer_linears(const ModelConfig& config, int64_t layer);
+
 // Parameters of the tensor list (every expert counted), and those one token runs through: the
 // routed experts at top_k of n_experts (the "active" count model cards give, e.g. 3.3B of
 // Qwen3-30B-A3B's 30.5B). Equal for dense models.

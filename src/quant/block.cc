@@ -37,41 +37,24 @@ constexpr int64_t kElementGrain = 4096;
 
 }  // namespace
 
-const char* linear_name(int index) {
-  static const char* const kNames[kNumLinears] = {
-      "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-      "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
-  return index >= 0 && index < kNumLinears ? kNames[index] : "?";
-}
-
-template <class T>
-int64_t BlockTensors<T>::out_features(int i) const {
-  switch (i) {
-    case kQProj:
-      return n_heads * head_dim;
-    case kKProj:
-    case kVProj:
-      return n_kv_heads * head_dim;
-    case kOProj:
-    case kDownProj:
-      return hidden;
-    default:
-      return intermediate;
-  }
-}
-
-template <class T>
-int64_t BlockTensors<T>::in_features(int i) const {
-  if (i == kOProj) return n_heads * head_dim;
-  if (i == kDownProj) return intermediate;
-  return hidden;
+std::vector<models::LayerLinear> dense_linears(int64_t hidden, int64_t intermediate,
+                                               int64_t n_heads, int64_t n_kv_heads,
+                                               int64_t head_dim) {
+  using models::LinearRole;
+  const int64_t q = n_heads * head_dim, kv = n_kv_heads * head_dim;
+  return {{"self_attn.q_proj", LinearRole::kQ, -1, false, q, hidden},
+          {"self_attn.k_proj", LinearRole::kK, -1, false, kv, hidden},
+          {"self_attn.v_proj", LinearRole::kV, -1, false, kv, hidden},
+          {"self_attn.o_proj", LinearRole::kO, -1, false, hidden, q},
+          {"mlp.gate_proj", LinearRole::kGate, -1, false, intermediate, hidden},
+          {"mlp.up_proj", LinearRole::kUp, -1, false, intermediate, hidden},
+          {"mlp.down_proj", LinearRole::kDown, -1, false, hidden, intermediate}};
 }
 
 Result<BlockTensors<float>> copy_block(const models::DecoderLayerWeights& layer,
                                        const models::ModelConfig& c, int64_t layer_index) {
   BlockTensors<float> b;
   b.hidden = c.hidden_size;
-  b.intermediate = c.intermediate_size;
   b.n_heads = c.n_heads;
   b.n_kv_heads = c.n_kv_heads;
   b.head_dim = c.head_dim;
@@ -82,28 +65,37 @@ Result<BlockTensors<float>> copy_block(const models::DecoderLayerWeights& layer,
   b.q_norm = layer.attn.q_norm;
   b.k_norm = layer.attn.k_norm;
   b.inv_freq = models::rope_inv_freq(c);
-  const ops::LinearWeight* ws[kNumLinears] = {&layer.attn.wq, &layer.attn.wk,  &layer.attn.wv,
-                                              &layer.attn.wo, &layer.mlp.gate, &layer.mlp.up,
-                                              &layer.mlp.down};
-  const std::vector<float>* biases[kNumLinears] = {
-      &layer.attn.bq,    &layer.attn.bk,  &layer.attn.bv,   &layer.attn.bo,
-      &layer.mlp.b_gate, &layer.mlp.b_up, &layer.mlp.b_down};
-  const std::string where = "layer " + std::to_string(layer_index) + " ";
-  for (int i = 0; i < kNumLinears; ++i) {
-    const ops::LinearWeight& w = *ws[i];
+  const std::string where = "layer " + std::to_string(layer_index) + ": ";
+  if (layer.sparse() != models::is_moe_layer(c, layer_index)) {
+    return invalid_argument(where + "the loaded layer's MLP kind disagrees with the config");
+  }
+  b.linears = models::layer_linears(c, layer_index);
+  b.w.resize(b.linears.size());
+  b.bias.resize(b.linears.size());
+  for (size_t i = 0; i < b.linears.size(); ++i) {
+    const models::LayerLinear& l = b.linears[i];
+    const models::ConstLinearSlot slot = models::linear_slot(layer, l);
+    const ops::LinearWeight& w = *slot.weight;
     if (w.quant != nullptr || w.dense.empty()) {
-      return invalid_argument(where + linear_name(i) +
+      return invalid_argument(l.name +
                               ": AutoRound needs the full-precision weight, found a quantized one");
     }
-    if (w.dense.rank() != 2 || w.dense.dim(0) != b.out_features(i) ||
-        w.dense.dim(1) != b.in_features(i)) {
-      return invalid_argument(where + linear_name(i) + ": weight shape " +
-                              shape_string(w.dense.shape) + ", expected [" +
-                              std::to_string(b.out_features(i)) + ", " +
-                              std::to_string(b.in_features(i)) + "]");
+    if (w.dense.rank() != 2 || w.dense.dim(0) != l.out || w.dense.dim(1) != l.in) {
+      return invalid_argument(l.name + ": weight shape " + shape_string(w.dense.shape) +
+                              ", expected [" + std::to_string(l.out) + ", " + std::to_string(l.in) +
+                              "]");
     }
     b.w[i] = w.dense.to_f32();
-    b.bias[i] = *biases[i];
+    b.bias[i] = *slot.bias;
+  }
+  if (layer.sparse()) {
+    b.moe = c.moe;
+    b.router = layer.moe.router;
+    b.shared_gate = layer.moe.shared_gate;
+    if (static_cast<int64_t>(b.router.size()) != c.moe.n_experts * b.hidden ||
+        (b.has_shared() && static_cast<int64_t>(b.shared_gate.size()) != b.hidden)) {
+      return invalid_argument(where + "the router or shared-expert gate has the wrong size");
+    }
   }
   if (static_cast<int64_t>(b.attn_norm.size()) != b.hidden ||
       static_cast<int64_t>(b.mlp_norm.size()) != b.hidden) {
@@ -112,6 +104,199 @@ Result<BlockTensors<float>> copy_block(const models::DecoderLayerWeights& layer,
   return b;
 }
 
+namespace {
+
+// y [m, hidden] = SwiGLU MLP group `g` of the block on h [m, hidden] (gate/up/act [m, inter]).
+template <class T>
+void swiglu_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, int64_t g, const T* h,
+                    int64_t m, T* gate, T* up, T* act, T* y, ThreadPool& pool) {
+  if (m == 0) return;
+  const int gi = mlp_linear(g, kMlpGate), ui = mlp_linear(g, kMlpUp), di = mlp_linear(g, kMlpDown);
+  const int64_t d = b.hidden, inter = b.out_features(gi);
+  linear_forward<T>(h, m, d, w[gi], inter, bias_or_null(b.bias[gi]), gate, pool);
+  linear_forward<T>(h, m, d, w[ui], inter, bias_or_null(b.bias[ui]), up, pool);
+  pool.parallel_for(
+      m * inter,
+      [&](int64_t b0, int64_t e) { silu_mul_forward<T>(gate + b0, up + b0, e - b0, act + b0); },
+      kElementGrain);
+  linear_forward<T>(act, m, inter, w[di], d, bias_or_null(b.bias[di]), y, pool);
+}
+
+// Its backward from dy [m, hidden]: dh [m, hidden] accumulated, dW of the three linears added.
+// dact, dgate, dup: scratch [m, inter].
+template <class T>
+void swiglu_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
+                     const PerLinear<T*>& dw, int64_t g, const T* h, int64_t m, const T* gate,
+                     const T* up, const T* act, const T* dy, T* dact, T* dgate, T* dup, T* dh,
+                     ThreadPool& pool) {
+  if (m == 0) return;
+  const int gi = mlp_linear(g, kMlpGate), ui = mlp_linear(g, kMlpUp), di = mlp_linear(g, kMlpDown);
+  const int64_t d = b.hidden, inter = b.out_features(gi);
+  std::fill_n(dact, m * inter, T(0));  // the weight gradient accumulates, so dX does too
+  linear_backward<T>(act, dy, m, inter, w[di], d, dact, dw[di], true, pool);
+  pool.parallel_for(
+      m * inter,
+      [&](int64_t b0, int64_t e) {
+        silu_mul_backward<T>(gate + b0, up + b0, dact + b0, e - b0, dgate + b0, dup + b0);
+      },
+      kElementGrain);
+  linear_backward<T>(h, dgate, m, d, w[gi], inter, dh, dw[gi], true, pool);
+  linear_backward<T>(h, dup, m, d, w[ui], inter, dh, dw[ui], true, pool);
+}
+
+// out [m, hidden] = the MoE MLP on h2 (models::moe_block's math), saving what the backward needs.
+template <class T>
+void moe_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, int64_t m,
+                 BlockActivations<T>& a, T* out, ThreadPool& pool) {
+  const int64_t d = b.hidden, n_experts = b.moe.n_experts, k = b.moe.top_k;
+  const int64_t inter = b.moe.expert_intermediate, slots = m * k;
+  a.probs.resize(m * n_experts);
+  a.routes.resize(slots);
+  a.route_w.resize(slots);
+  linear_forward<T>(a.h2.data(), m, d, b.router.data(), n_experts, nullptr, a.probs.data(), pool);
+  models::route_top_k<T>(b.moe, a.probs.data(), m, a.routes.data(), a.route_w.data());
+  // The slots sorted by expert, stable in token order, as the inference forward sorts them.
+  a.expert_first.assign(n_experts + 1, 0);
+  for (int32_t e : a.routes) ++a.expert_first[e + 1];
+  for (int64_t e = 0; e < n_experts; ++e) a.expert_first[e + 1] += a.expert_first[e];
+  std::vector<int64_t> next(a.expert_first.begin(), a.expert_first.end() - 1);
+  a.slot_of_row.resize(slots);
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    a.slot_of_row[next[a.routes[slot]]++] = static_cast<int32_t>(slot);
+  }
+  a.expert_x.resize(slots * d);
+  for (int64_t r = 0; r < slots; ++r) {
+    std::copy_n(a.h2.data() + (a.slot_of_row[r] / k) * d, d, a.expert_x.data() + r * d);
+  }
+  a.gate.resize(slots * inter);
+  a.up.resize(slots * inter);
+  a.act.resize(slots * inter);
+  a.expert_y.resize(slots * d);
+  for (int64_t e = 0; e < n_experts; ++e) {
+    const int64_t r0 = a.expert_first[e], rows = a.expert_first[e + 1] - r0;
+    swiglu_forward<T>(b, w, e, a.expert_x.data() + r0 * d, rows, a.gate.data() + r0 * inter,
+                      a.up.data() + r0 * inter, a.act.data() + r0 * inter,
+                      a.expert_y.data() + r0 * d, pool);
+  }
+  // Experts in ascending order, each adding its weighted rows, as transformers' index_add_ loop.
+  std::fill_n(out, m * d, T(0));
+  for (int64_t r = 0; r < slots; ++r) {
+    const int32_t slot = a.slot_of_row[r];
+    const T weight = a.route_w[slot];
+    T* o = out + (slot / k) * d;
+    const T* y = a.expert_y.data() + r * d;
+    for (int64_t j = 0; j < d; ++j) o[j] += y[j] * weight;
+  }
+  if (!b.has_shared()) return;
+  const int64_t s_inter = b.moe.shared_intermediate;
+  a.s_gate.resize(m * s_inter);
+  a.s_up.resize(m * s_inter);
+  a.s_act.resize(m * s_inter);
+  a.s_out.resize(m * d);
+  a.s_sig.resize(m);
+  swiglu_forward<T>(b, w, n_experts, a.h2.data(), m, a.s_gate.data(), a.s_up.data(), a.s_act.data(),
+                    a.s_out.data(), pool);
+  linear_forward<T>(a.h2.data(), m, d, b.shared_gate.data(), 1, nullptr, a.s_sig.data(), pool);
+  for (int64_t t = 0; t < m; ++t) {
+    const T g = T(1) / (T(1) + std::exp(-a.s_sig[t]));
+    a.s_sig[t] = g;
+    for (int64_t j = 0; j < d; ++j) out[t * d + j] += g * a.s_out[t * d + j];
+  }
+}
+
+// dL/dh2 [m, hidden] (overwritten) of the MoE MLP from dL/dout = dy, the choices held fixed.
+template <class T>
+void moe_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const PerLinear<T*>& dw,
+                  const BlockActivations<T>& a, const T* dy, T* dh2, BlockBackwardScratch<T>& sc,
+                  ThreadPool& pool) {
+  const int64_t m = a.n_seqs * a.seqlen, d = b.hidden, n_experts = b.moe.n_experts;
+  const int64_t k = b.moe.top_k, inter = b.moe.expert_intermediate, slots = m * k;
+  // Each row's output was weight * expert_y: its gradient is weight * dy, and the weight's is
+  // <expert_y, dy>.
+  std::vector<T> dweight(slots);
+  sc.dexpert_y.resize(slots * d);
+  for (int64_t r = 0; r < slots; ++r) {
+    const int32_t slot = a.slot_of_row[r];
+    const T* g = dy + (slot / k) * d;
+    const T* y = a.expert_y.data() + r * d;
+    T* dyr = sc.dexpert_y.data() + r * d;
+    T dot = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      dyr[j] = a.route_w[slot] * g[j];
+      dot += y[j] * g[j];
+    }
+    dweight[slot] = dot;
+  }
+  sc.dact.resize(slots * inter);
+  sc.dgate.resize(slots * inter);
+  sc.dup.resize(slots * inter);
+  sc.dexpert_x.assign(slots * d, T(0));
+  for (int64_t e = 0; e < n_experts; ++e) {
+    const int64_t r0 = a.expert_first[e], rows = a.expert_first[e + 1] - r0;
+    const int64_t ri = r0 * inter;
+    swiglu_backward<T>(b, w, dw, e, a.expert_x.data() + r0 * d, rows, a.gate.data() + ri,
+                       a.up.data() + ri, a.act.data() + ri, sc.dexpert_y.data() + r0 * d,
+                       sc.dact.data() + ri, sc.dgate.data() + ri, sc.dup.data() + ri,
+                       sc.dexpert_x.data() + r0 * d, pool);
+  }
+  std::fill_n(dh2, m * d, T(0));
+  for (int64_t r = 0; r < slots; ++r) {
+    T* o = dh2 + (a.slot_of_row[r] / k) * d;
+    const T* g = sc.dexpert_x.data() + r * d;
+    for (int64_t j = 0; j < d; ++j) o[j] += g[j];
+  }
+  // Routing weights -> probabilities -> logits. With norm_topk_prob w_j = p_j / S over the
+  // chosen: dL/dp_j = (g_j - sum_i g_i w_i) / S; without, dL/dp_j = g_j. Softmax:
+  // dL/dl_e = p_e (dL/dp_e - sum_e' p_e' dL/dp_e').
+  sc.dprobs.assign(m * n_experts, T(0));
+  for (int64_t t = 0; t < m; ++t) {
+    const T* p = a.probs.data() + t * n_experts;
+    const int32_t* r = a.routes.data() + t * k;
+    const T* wt = a.route_w.data() + t * k;
+    const T* g = dweight.data() + t * k;
+    T* dp = sc.dprobs.data() + t * n_experts;
+    if (b.moe.norm_topk_prob) {
+      T picked = 0, gw = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        picked += p[r[j]];
+        gw += g[j] * wt[j];
+      }
+      for (int64_t j = 0; j < k; ++j) dp[r[j]] = (g[j] - gw) / picked;
+    } else {
+      for (int64_t j = 0; j < k; ++j) dp[r[j]] = g[j];
+    }
+    T dot = 0;
+    for (int64_t e = 0; e < n_experts; ++e) dot += p[e] * dp[e];
+    for (int64_t e = 0; e < n_experts; ++e) dp[e] = p[e] * (dp[e] - dot);
+  }
+  linear_backward<T>(a.h2.data(), sc.dprobs.data(), m, d, b.router.data(), n_experts, dh2, nullptr,
+                     true, pool);
+  if (!b.has_shared()) return;
+  // out += sigmoid(h2 . gate) * shared(h2).
+  const int64_t s_inter = b.moe.shared_intermediate;
+  sc.ds_out.resize(m * d);
+  std::vector<T> dlogit(m);
+  for (int64_t t = 0; t < m; ++t) {
+    const T sg = a.s_sig[t];
+    T dot = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      sc.ds_out[t * d + j] = sg * dy[t * d + j];
+      dot += a.s_out[t * d + j] * dy[t * d + j];
+    }
+    dlogit[t] = dot * sg * (T(1) - sg);
+  }
+  linear_backward<T>(a.h2.data(), dlogit.data(), m, d, b.shared_gate.data(), 1, dh2, nullptr, true,
+                     pool);
+  sc.dact.resize(m * s_inter);
+  sc.dgate.resize(m * s_inter);
+  sc.dup.resize(m * s_inter);
+  swiglu_backward<T>(b, w, dw, n_experts, a.h2.data(), m, a.s_gate.data(), a.s_up.data(),
+                     a.s_act.data(), sc.ds_out.data(), sc.dact.data(), sc.dgate.data(),
+                     sc.dup.data(), dh2, pool);
+}
+
+}  // namespace
+
 template <class T>
 void block_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const T* x,
                    int64_t n_seqs, int64_t seqlen, const uint8_t* mask, BlockActivations<T>* act,
@@ -119,7 +304,7 @@ void block_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const
   BlockActivations<T> local;
   BlockActivations<T>& a = act != nullptr ? *act : local;
   const int64_t m = n_seqs * seqlen, d = b.hidden, hd = b.head_dim;
-  const int64_t q_dim = b.n_heads * hd, kv_dim = b.n_kv_heads * hd, inter = b.intermediate;
+  const int64_t q_dim = b.n_heads * hd, kv_dim = b.n_kv_heads * hd;
   a.n_seqs = n_seqs;
   a.seqlen = seqlen;
   a.x.assign(x, x + m * d);
@@ -183,21 +368,15 @@ void block_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const
   a.h2.resize(m * d);
   norm_forward<T>(pool, a.x2.data(), m, d, b.mlp_norm.data(), b.rms_norm_eps, a.h2.data(),
                   a.inv_rms2.data());
-  a.gate.resize(m * inter);
-  a.up.resize(m * inter);
-  a.act.resize(m * inter);
-  linear_forward<T>(a.h2.data(), m, d, w[kGateProj], inter, bias_or_null(b.bias[kGateProj]),
-                    a.gate.data(), pool);
-  linear_forward<T>(a.h2.data(), m, d, w[kUpProj], inter, bias_or_null(b.bias[kUpProj]),
-                    a.up.data(), pool);
-  pool.parallel_for(
-      m * inter,
-      [&](int64_t b0, int64_t e) {
-        silu_mul_forward<T>(a.gate.data() + b0, a.up.data() + b0, e - b0, a.act.data() + b0);
-      },
-      kElementGrain);
-  linear_forward<T>(a.act.data(), m, inter, w[kDownProj], d, bias_or_null(b.bias[kDownProj]), y,
-                    pool);
+  if (b.sparse()) {
+    moe_forward<T>(b, w, m, a, y, pool);
+  } else {
+    const int64_t inter = b.out_features(kGateProj);
+    a.gate.resize(m * inter);
+    a.up.resize(m * inter);
+    a.act.resize(m * inter);
+    swiglu_forward<T>(b, w, 0, a.h2.data(), m, a.gate.data(), a.up.data(), a.act.data(), y, pool);
+  }
   for (int64_t i = 0; i < m * d; ++i) y[i] += a.x2[i];
 }
 
@@ -208,27 +387,21 @@ void block_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
   BlockBackwardScratch<T> local;
   BlockBackwardScratch<T>& sc = scratch != nullptr ? *scratch : local;
   const int64_t m = a.n_seqs * a.seqlen, d = b.hidden, hd = b.head_dim;
-  const int64_t q_dim = b.n_heads * hd, kv_dim = b.n_kv_heads * hd, inter = b.intermediate;
-  // MLP: y = x2 + down(silu(gate h2) * up h2), h2 = norm(x2).
-  std::vector<T>&dact = sc.dact, &dgate = sc.dgate, &dup = sc.dup, &dh2 = sc.dh2;
-  dact.assign(m * inter, T(0));  // the down projection's dX accumulates into it
-  dgate.resize(m * inter);
-  dup.resize(m * inter);
+  const int64_t q_dim = b.n_heads * hd, kv_dim = b.n_kv_heads * hd;
+  // MLP: y = x2 + mlp(h2), h2 = norm(x2).
+  std::vector<T>& dh2 = sc.dh2;
   dh2.resize(m * d);
-  linear_backward<T>(a.act.data(), dy, m, inter, w[kDownProj], d, dact.data(), dw[kDownProj], true,
-                     pool);
-  pool.parallel_for(
-      m * inter,
-      [&](int64_t b0, int64_t e) {
-        silu_mul_backward<T>(a.gate.data() + b0, a.up.data() + b0, dact.data() + b0, e - b0,
-                             dgate.data() + b0, dup.data() + b0);
-      },
-      kElementGrain);
-  std::fill(dh2.begin(), dh2.end(), T(0));
-  linear_backward<T>(a.h2.data(), dgate.data(), m, d, w[kGateProj], inter, dh2.data(),
-                     dw[kGateProj], true, pool);
-  linear_backward<T>(a.h2.data(), dup.data(), m, d, w[kUpProj], inter, dh2.data(), dw[kUpProj],
-                     true, pool);
+  if (b.sparse()) {
+    moe_backward<T>(b, w, dw, a, dy, dh2.data(), sc, pool);
+  } else {
+    const int64_t inter = b.out_features(kGateProj);
+    sc.dact.resize(m * inter);
+    sc.dgate.resize(m * inter);
+    sc.dup.resize(m * inter);
+    std::fill(dh2.begin(), dh2.end(), T(0));
+    swiglu_backward<T>(b, w, dw, 0, a.h2.data(), m, a.gate.data(), a.up.data(), a.act.data(), dy,
+                       sc.dact.data(), sc.dgate.data(), sc.dup.data(), dh2.data(), pool);
+  }
   std::vector<T>& dx2 = sc.dx2;
   dx2.assign(dy, dy + m * d);
   norm_backward<T>(pool, a.x2.data(), a.inv_rms2.data(), dh2.data(), m, d, b.mlp_norm.data(),

@@ -33,9 +33,13 @@ Status check_calibration(const BlockTensors<float>& b, const BlockCalibration& c
 
 // Which linears are tuned, validated.
 Status check_schemes(const BlockTensors<float>& b, const PerLinear<formats::QuantScheme>& s) {
-  for (int i = 0; i < kNumLinears; ++i) {
+  if (static_cast<int64_t>(s.size()) != b.n_linears()) {
+    return invalid_argument("autoround: " + std::to_string(s.size()) + " schemes for a block of " +
+                            std::to_string(b.n_linears()) + " linears");
+  }
+  for (int i = 0; i < b.n_linears(); ++i) {
     if (!s[i].quantized()) continue;
-    const std::string where = std::string("autoround: ") + linear_name(i) + ": ";
+    const std::string where = "autoround: " + b.linears[i].name + ": ";
     if (s[i].bits < 2 || s[i].bits > 8) {
       return invalid_argument(where + "bits must be in [2, 8], got " + std::to_string(s[i].bits));
     }
@@ -55,16 +59,17 @@ Status check_schemes(const BlockTensors<float>& b, const PerLinear<formats::Quan
 // per-iteration weight work (fake-quant forward, its backward and the sign step, the best
 // snapshot) is about a tenth of the tuner's wall time when one thread does it all while the
 // others wait (perf, Qwen3-0.6B shape, 2 threads); claimed largest first from a counter, seven
-// linears of 1-3 M weights split within one linear of even.
+// linears of 1-3 M weights split within one linear of even, and an MoE block's many experts
+// evener still.
 template <class Fn>
 void for_each_linear(const BlockTensors<float>& b, const PerLinear<formats::QuantScheme>& schemes,
                      ThreadPool& pool, const Fn& fn) {
-  std::array<int, kNumLinears> order{};
-  int count = 0;
-  for (int i = 0; i < kNumLinears; ++i) {
-    if (schemes[i].quantized()) order[count++] = i;
+  std::vector<int> order;
+  for (int i = 0; i < b.n_linears(); ++i) {
+    if (schemes[i].quantized()) order.push_back(i);
   }
-  std::stable_sort(order.begin(), order.begin() + count, [&](int x, int y) {
+  const int count = static_cast<int>(order.size());
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
     return b.out_features(x) * b.in_features(x) > b.out_features(y) * b.in_features(y);
   });
   std::atomic<int> next{0};
@@ -90,13 +95,14 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
   const int64_t hidden = b.hidden, seqlen = calib.seqlen, row = seqlen * hidden;
   const int64_t batch = std::min<int64_t>(opt.batch_size, calib.n_samples);
 
-  PerLinear<FakeQuantLinear<float>> fq;
-  PerLinear<QdqCache<float>> cache;
-  PerLinear<std::vector<float>> wq, dw;
-  PerLinear<const float*> wptr;
-  PerLinear<float*> dwptr{};
-  PerLinear<SignSgdRates> rates{};
-  for (int i = 0; i < kNumLinears; ++i) {
+  const int n_linears = b.n_linears();
+  PerLinear<FakeQuantLinear<float>> fq(n_linears);
+  PerLinear<QdqCache<float>> cache(n_linears);
+  PerLinear<std::vector<float>> wq(n_linears), dw(n_linears);
+  PerLinear<const float*> wptr(n_linears);
+  PerLinear<float*> dwptr(n_linears, nullptr);
+  PerLinear<SignSgdRates> rates(n_linears);
+  for (int i = 0; i < n_linears; ++i) {
     wptr[i] = b.w[i].data();
     if (!schemes[i].quantized()) continue;
     fq[i] = make_fake_quant<float>(b.w[i].data(), b.out_features(i), b.in_features(i),
@@ -109,14 +115,16 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
   }
 
   TuneResult result;
+  result.weights.resize(n_linears);
   result.best_loss = std::numeric_limits<double>::infinity();
-  PerLinear<TuneSnapshot> best;
+  PerLinear<TuneSnapshot> best(n_linears);
   IndexSampler sampler(calib.n_samples, batch, opt.seed);
   std::vector<float> x, t, y, dy;
   std::vector<uint8_t> mask, lmask;
   const uint8_t* loss_mask = calib.loss_mask != nullptr ? calib.loss_mask : calib.mask;
   BlockActivations<float> act;
   BlockBackwardScratch<float> grads;
+  std::vector<uint8_t> routed(b.moe.n_experts, 0);    // experts some step's tokens reached
   std::vector<SignSgdScratch> sgd(pool.n_threads());  // one per thread
   for (int it = 0; it < opt.iters; ++it) {
     for_each_linear(b, schemes, pool, [&](int i, int) {
@@ -144,6 +152,9 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
       y.resize(n * row);
       dy.resize(n * row);
       block_forward<float>(b, wptr, x.data(), n, seqlen, m, &act, y.data(), pool);
+      for (int64_t e = 0; e < b.moe.n_experts; ++e) {
+        if (act.expert_first[e + 1] > act.expert_first[e]) routed[e] = 1;
+      }
       sum += squared_error(y.data(), t.data(), lm, n * seqlen, hidden, scale, dy.data());
       block_backward<float>(b, wptr, act, m, dy.data(), nullptr, dwptr, pool, &grads);
     }
@@ -170,7 +181,7 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
     });
   }
 
-  for (int i = 0; i < kNumLinears; ++i) {
+  for (int i = 0; i < n_linears; ++i) {
     if (!schemes[i].quantized()) continue;
     if (opt.iters > 0) {
       fq[i].v = best[i].v;
@@ -179,11 +190,12 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
     }
     qdq_forward<float>(fq[i], wq[i].data(), &cache[i]);
     result.weights[i] = to_quantized_weight(fq[i], cache[i]);
+    const int64_t expert = b.linears[i].expert;
+    if (opt.iters > 0 && expert >= 0 && !routed[expert]) result.unrouted.push_back(i);
   }
   if (opt.iters == 0) {
-    PerLinear<const formats::QuantizedWeight*> ptrs{};
-    for (int i = 0; i < kNumLinears; ++i)
-      ptrs[i] = result.weights[i] ? &*result.weights[i] : nullptr;
+    PerLinear<const formats::QuantizedWeight*> ptrs(n_linears, nullptr);
+    for (int i = 0; i < n_linears; ++i) ptrs[i] = result.weights[i] ? &*result.weights[i] : nullptr;
     QS_ASSIGN_OR_RETURN(const double rtn, block_loss(b, ptrs, calib, pool));
     result.initial_loss = result.best_loss = rtn;
   }
@@ -203,13 +215,18 @@ Status block_output(const BlockTensors<float>& b,
                     const PerLinear<const formats::QuantizedWeight*>& weights,
                     const BlockCalibration& calib, float* out, ThreadPool& pool) {
   QS_RETURN_IF_ERROR(check_calibration(b, calib, false));
-  PerLinear<std::vector<float>> deq;
-  PerLinear<const float*> wptr;
-  for (int i = 0; i < kNumLinears; ++i) {
+  if (static_cast<int64_t>(weights.size()) != b.n_linears()) {
+    return invalid_argument("autoround: " + std::to_string(weights.size()) +
+                            " weights for a block of " + std::to_string(b.n_linears()) +
+                            " linears");
+  }
+  PerLinear<std::vector<float>> deq(b.n_linears());
+  PerLinear<const float*> wptr(b.n_linears());
+  for (int i = 0; i < b.n_linears(); ++i) {
     wptr[i] = b.w[i].data();
     if (weights[i] == nullptr) continue;
     if (weights[i]->n != b.out_features(i) || weights[i]->k != b.in_features(i)) {
-      return invalid_argument(std::string("autoround: ") + linear_name(i) +
+      return invalid_argument("autoround: " + b.linears[i].name +
                               ": quantized weight shape does not match the block");
     }
     deq[i].resize(b.w[i].size());

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -47,9 +48,12 @@ struct BlockCalibration {
 };
 
 struct TuneResult {
-  // Per linear (LinearIndex order): the tuned weight with f16 scales exactly as tuning used
-  // them, or nullopt for a linear whose scheme is not quantized (kept in full precision).
+  // Per linear (the block's linears' order): the tuned weight with f16 scales exactly as tuning
+  // used them, or nullopt for a linear whose scheme is not quantized (kept in full precision).
   PerLinear<std::optional<formats::QuantizedWeight>> weights;
+  // The quantized linears of MoE experts no calibration token was routed to in any step: no
+  // gradient reached them, so they are plain RTN (SignSGD's sign(0) = 0 leaves them).
+  std::vector<int> unrouted;
   double initial_loss = 0;  // mini-batch loss at iteration 0, i.e. with plain RTN weights
   double best_loss = 0;     // the lowest mini-batch loss seen; its parameters are returned
   int best_iter = 0;        // iteration of best_loss; 0 = RTN was never beaten

@@ -88,19 +88,25 @@ Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b
   if (calib.inputs == nullptr || calib.n_samples <= 0 || calib.seqlen <= 0) {
     return invalid_argument("imatrix: calibration inputs missing or empty");
   }
-  PerLinear<std::vector<double>> sums;
-  for (int i = 0; i < kNumLinears; ++i) sums[i].assign(b.in_features(i), 0.0);
-  PerLinear<const float*> w;
-  for (int i = 0; i < kNumLinears; ++i) w[i] = b.w[i].data();
-  // q/k/v read the first norm's output, o the attention output, gate/up the second norm's
-  // output, down the SwiGLU product.
-  auto add = [&](int i, const std::vector<float>& x, const uint8_t* mask, int64_t tokens) {
-    add_squares(x.data(), tokens, b.in_features(i), mask, sums[i].data());
+  const int n_linears = b.n_linears();
+  PerLinear<std::vector<double>> sums(n_linears);
+  PerLinear<int64_t> seen(n_linears, 0);
+  PerLinear<const float*> w(n_linears);
+  for (int i = 0; i < n_linears; ++i) {
+    sums[i].assign(b.in_features(i), 0.0);
+    w[i] = b.w[i].data();
+  }
+  // q/k/v read the first norm's output, o the attention output, an MLP's gate/up the second
+  // norm's output (an expert: its routed rows of it), down the SwiGLU product.
+  auto add = [&](int i, const float* x, const uint8_t* mask, int64_t rows) {
+    add_squares(x, rows, b.in_features(i), mask, sums[i].data());
+    seen[i] += rows;
   };
   constexpr int64_t kChunk = 8;  // samples per forward, bounding the saved activations
-  const int64_t row = calib.seqlen * b.hidden;
+  const int64_t row = calib.seqlen * b.hidden, d = b.hidden;
   BlockActivations<float> act;
   std::vector<float> y;
+  std::vector<uint8_t> row_mask;
   for (int64_t s0 = 0; s0 < calib.n_samples; s0 += kChunk) {
     const int64_t n = std::min(kChunk, calib.n_samples - s0), tokens = n * calib.seqlen;
     const uint8_t* mask = calib.mask != nullptr ? calib.mask + s0 * calib.seqlen : nullptr;
@@ -110,13 +116,35 @@ Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b
       y_chunk = y.data();
     }
     block_forward<float>(b, w, calib.inputs + s0 * row, n, calib.seqlen, mask, &act, y_chunk, pool);
-    for (int i : {kQProj, kKProj, kVProj}) add(i, act.h1, mask, tokens);
-    add(kOProj, act.attn, mask, tokens);
-    for (int i : {kGateProj, kUpProj}) add(i, act.h2, mask, tokens);
-    add(kDownProj, act.act, mask, tokens);
+    for (int i : {kQProj, kKProj, kVProj}) add(i, act.h1.data(), mask, tokens);
+    add(kOProj, act.attn.data(), mask, tokens);
+    if (!b.sparse()) {
+      for (int i : {kGateProj, kUpProj}) add(i, act.h2.data(), mask, tokens);
+      add(kDownProj, act.act.data(), mask, tokens);
+      continue;
+    }
+    const int64_t k = b.moe.top_k, inter = b.moe.expert_intermediate;
+    if (mask != nullptr) {  // each expert-sorted row masked as its token is
+      row_mask.resize(tokens * k);
+      for (int64_t r = 0; r < tokens * k; ++r) row_mask[r] = mask[act.slot_of_row[r] / k];
+    }
+    for (int64_t e = 0; e < b.moe.n_experts; ++e) {
+      const int64_t r0 = act.expert_first[e], rows = act.expert_first[e + 1] - r0;
+      const uint8_t* m = mask != nullptr ? row_mask.data() + r0 : nullptr;
+      for (int which : {kMlpGate, kMlpUp})
+        add(mlp_linear(e, which), act.expert_x.data() + r0 * d, m, rows);
+      add(mlp_linear(e, kMlpDown), act.act.data() + r0 * inter, m, rows);
+    }
+    if (b.has_shared()) {
+      const int64_t g = b.moe.n_experts;
+      for (int which : {kMlpGate, kMlpUp}) add(mlp_linear(g, which), act.h2.data(), mask, tokens);
+      add(mlp_linear(g, kMlpDown), act.s_act.data(), mask, tokens);
+    }
   }
-  PerLinear<std::vector<float>> out;
-  for (int i = 0; i < kNumLinears; ++i) out[i] = imatrix_of(sums[i], calib.n_samples);
+  PerLinear<std::vector<float>> out(n_linears);
+  for (int i = 0; i < n_linears; ++i) {
+    if (seen[i] > 0) out[i] = imatrix_of(sums[i], calib.n_samples);
+  }
   return out;
 }
 

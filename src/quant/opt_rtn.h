@@ -36,7 +36,8 @@ std::vector<float> imatrix_of(const std::vector<double>& sums, int64_t n_samples
 // tokens (calib.mask) of the linear's input squared, divided by n_samples. Runs the block with
 // its full-precision weights on calib.inputs (targets unused). [in_features] per linear. That
 // forward's output, [n_samples, seqlen, hidden], goes to `y_out` unless it is nullptr: the
-// reference the quantized block's output is measured against, at no extra cost.
+// reference the quantized block's output is measured against, at no extra cost. An MoE expert
+// sees only the tokens routed to it; one no token reached gets an empty imatrix.
 Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& block,
                                                     const BlockCalibration& calib, ThreadPool& pool,
                                                     float* y_out = nullptr);

@@ -148,14 +148,6 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
     return invalid_argument(src + " is already quantized (quantization_config present)");
   }
   QS_ASSIGN_OR_RETURN(models::ModelConfig mc, models::parse_model_config(config));
-  if (o.iters > 0 && mc.moe.n_experts > 0) {
-    // AutoRound's gradients run on quant/block.h, which has no MoE MLP; OPT-RTN runs MoE
-    // layers through the inference forward (quant/layer_forward.h) and RTN needs no forward.
-    return unimplemented(mc.architecture +
-                         ": AutoRound tuning (--iters > 0) of Mixture-of-Experts blocks is not "
-                         "supported yet; use --iters 0 for OPT-RTN or add --disable_opt_rtn "
-                         "for RTN");
-  }
   QS_ASSIGN_OR_RETURN(QuantPlan plan, plan_quantization(o, mc));
   if (tuned_mode && mc.max_position_embeddings > 0 && o.seqlen > mc.max_position_embeddings) {
     return invalid_argument("--seqlen " + std::to_string(o.seqlen) +

@@ -127,7 +127,7 @@ struct QuantizeSummary {
   std::string scheme;                 // "W4A16 (int4 g128 sym) as auto_round:auto_gptq, AutoRound"
   std::string calibration;            // tuned modes: what was drawn
   std::vector<BlockReport> blocks;    // tuned modes: per block, in order
-  std::vector<std::string> unrouted;  // OPT-RTN: experts no calibration token reached (RTN)
+  std::vector<std::string> unrouted;  // tuned modes: experts no calibration token reached (RTN)
 };
 
 // Progress of the streaming path: `done` of `total` blocks finished.

@@ -14,7 +14,6 @@
 #include "ops/elementwise.h"
 #include "quant/block_tuner.h"
 #include "quant/calibration.h"
-#include "quant/layer_forward.h"
 #include "quant/linear_tuner.h"
 #include "quant/opt_rtn.h"
 #include "quant/pipeline.h"
@@ -28,23 +27,28 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 // OPT-RTN of one block: the imatrix of each linear on the quantized chain's inputs (§1.5), then
-// the weighted scale search. The imatrix forward's output (the full-precision block on those
-// same inputs) goes to `reference`: the caller measures the quantized block's output against
-// it, so the reported loss costs no forward of its own.
-Result<PerLinear<std::optional<formats::QuantizedWeight>>> opt_rtn_block(
-    const BlockTensors<float>& block, const PerLinear<formats::QuantScheme>& schemes,
-    const BlockCalibration& calib, ThreadPool& pool, float* reference) {
+// the weighted scale search; an MoE expert no calibration token reached has no imatrix and is
+// plain RTN (listed in `unrouted`). The imatrix forward's output (the full-precision block on
+// those same inputs) goes to `reference`: the caller measures the quantized block's output
+// against it, so the reported loss costs no forward of its own. Losses are left unset.
+Result<TuneResult> opt_rtn_block(const BlockTensors<float>& block,
+                                 const PerLinear<formats::QuantScheme>& schemes,
+                                 const BlockCalibration& calib, ThreadPool& pool,
+                                 float* reference) {
   QS_ASSIGN_OR_RETURN(auto imatrix, block_imatrix(block, calib, pool, reference));
-  PerLinear<std::optional<formats::QuantizedWeight>> out;
-  for (int j = 0; j < kNumLinears; ++j) {
+  TuneResult out;
+  out.weights.resize(block.n_linears());
+  for (int j = 0; j < block.n_linears(); ++j) {
     const formats::QuantScheme& s = schemes[j];
     if (!s.quantized()) continue;
     const int64_t n = block.out_features(j), k = block.in_features(j);
+    if (imatrix[j].empty()) out.unrouted.push_back(j);
     // The tool turns OPT-RTN off for 8-bit int (§1.5): those linears stay plain RTN.
-    out[j] = s.bits >= 8
-                 ? formats::rtn_quantize(block.w[j].data(), n, k, s.bits, s.group_size, s.sym)
-                 : opt_rtn(block.w[j].data(), n, k, s.bits, s.group_size, s.sym, imatrix[j].data(),
-                           &pool);
+    out.weights[j] =
+        s.bits >= 8 || imatrix[j].empty()
+            ? formats::rtn_quantize(block.w[j].data(), n, k, s.bits, s.group_size, s.sym)
+            : opt_rtn(block.w[j].data(), n, k, s.bits, s.group_size, s.sym, imatrix[j].data(),
+                      &pool);
   }
   return out;
 }
@@ -185,51 +189,17 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
     if (cancelled && cancelled())
       return io_error("interrupted; " + o.output_dir + " left as it was");
     const auto block_start = std::chrono::steady_clock::now();
-    const std::string prefix = "model.layers." + std::to_string(i) + ".";
-    if (model->layer(i).sparse()) {
-      // A Mixture-of-Experts layer: OPT-RTN through the inference forward (layer_forward.h).
-      std::map<std::string, formats::QuantScheme> layer_schemes;
-      for (const auto& [module, l] : by_module) {
-        if (l->quantize && module.rfind(prefix, 0) == 0) {
-          layer_schemes[module] = plan.parsed.scheme_for(module);
-        }
-      }
-      if (fp_chain) {
-        QS_RETURN_IF_ERROR(layer_forward(*model, model->layer(i), x_fp.data(), n, seqlen,
-                                         targets.data(), nullptr, pool));
-      }
-      float* reference = fp_chain ? own_reference.data() : targets.data();
-      QS_ASSIGN_OR_RETURN(LayerOptRtn r, opt_rtn_layer(*model, i, layer_schemes, x_q.data(), n,
-                                                       seqlen, reference, x_fp.data(), pool));
-      BlockReport report;
-      report.index = i;
-      report.total = n_blocks;
-      report.initial_loss = NAN;
-      const BlockCalibration against{x_q.data(), reference, nullptr, loss_mask.data(), n, seqlen};
-      report.best_loss = output_loss(x_fp.data(), against, hidden);
-      std::swap(x_q, x_fp);      // x_q = Layer_q(X_q)
-      std::swap(x_fp, targets);  // x_fp = Y_fp (when the FP chain runs); targets = scratch
-      for (auto& [module, w] : r.weights) result.weights.emplace(module, std::move(w));
-      result.unrouted.insert(result.unrouted.end(), r.unrouted.begin(), r.unrouted.end());
-      report.done = true;
-      report.seconds = seconds_since(block_start);
-      report.elapsed = seconds_since(tune_start);
-      report.eta =
-          report.elapsed / static_cast<double>(i + 1) * static_cast<double>(n_blocks - i - 1);
-      if (tune_progress) tune_progress(report);
-      result.blocks.push_back(report);
-      continue;
-    }
     QS_ASSIGN_OR_RETURN(BlockTensors<float> block, copy_block(model->layer(i), config, i));
-    PerLinear<formats::QuantScheme> schemes{};  // default: kDense, kept full precision
-    for (int j = 0; j < kNumLinears; ++j) {
-      const std::string module = prefix + linear_name(j);
+    // Default kDense: kept in full precision.
+    PerLinear<formats::QuantScheme> schemes = block.per_linear<formats::QuantScheme>();
+    for (int j = 0; j < block.n_linears(); ++j) {
+      const std::string& module = block.linears[j].name;
       auto it = by_module.find(module);
       if (it != by_module.end() && it->second->quantize)
         schemes[j] = plan.parsed.scheme_for(module);
     }
     // FP chain: the original block on the unquantized activations gives the targets.
-    const PerLinear<const formats::QuantizedWeight*> fp_weights{};
+    const auto fp_weights = block.per_linear<const formats::QuantizedWeight*>(nullptr);
     const BlockCalibration fp{x_fp.data(), nullptr, nullptr, loss_mask.data(), n, seqlen};
     if (fp_chain) QS_RETURN_IF_ERROR(block_output(block, fp_weights, fp, targets.data(), pool));
     const BlockCalibration calib{x_q.data(), targets.data(), nullptr, loss_mask.data(), n, seqlen};
@@ -246,7 +216,7 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
       const double done = static_cast<double>(i) + fraction_of_block;
       report.eta = done > 0 ? report.elapsed / done * (static_cast<double>(n_blocks) - done) : 0;
     };
-    PerLinear<std::optional<formats::QuantizedWeight>> tuned;
+    TuneResult tuned;
     if (o.iters > 0) {
       double best = INFINITY;
       auto on_iter = [&](int iter, double loss) {
@@ -264,7 +234,7 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
       report.initial_loss = r.initial_loss;
       report.best_loss = r.best_loss;
       report.best_iter = r.best_iter;
-      tuned = std::move(r.weights);
+      tuned = std::move(r);
     } else {
       QS_ASSIGN_OR_RETURN(tuned, opt_rtn_block(block, schemes, calib, pool, reference));
       report.initial_loss = NAN;  // no RTN forward is run for a loss: the table shows "-"
@@ -273,8 +243,10 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
     // block. x_fp is free once the targets exist, so it takes the new X_q and the old X_q's
     // buffer becomes the next targets' scratch. OPT-RTN's loss is read off that same output,
     // so its last block runs it too.
-    PerLinear<const formats::QuantizedWeight*> q_weights{};
-    for (int j = 0; j < kNumLinears; ++j) q_weights[j] = tuned[j] ? &*tuned[j] : nullptr;
+    auto q_weights = block.per_linear<const formats::QuantizedWeight*>(nullptr);
+    for (int j = 0; j < block.n_linears(); ++j) {
+      if (tuned.weights[j]) q_weights[j] = &*tuned.weights[j];
+    }
     if (i + 1 < n_blocks || tune_head || o.iters == 0) {
       QS_RETURN_IF_ERROR(block_output(block, q_weights, calib, x_fp.data(), pool));
       if (o.iters == 0) {
@@ -286,8 +258,11 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
         std::swap(x_fp, targets);  // x_fp = Y_fp; targets = scratch
       }
     }
-    for (int j = 0; j < kNumLinears; ++j) {
-      if (tuned[j]) result.weights.emplace(prefix + linear_name(j), std::move(*tuned[j]));
+    for (int j : tuned.unrouted) result.unrouted.push_back(block.linears[j].name);
+    for (int j = 0; j < block.n_linears(); ++j) {
+      if (tuned.weights[j]) {
+        result.weights.emplace(block.linears[j].name, std::move(*tuned.weights[j]));
+      }
     }
     report.iter = t.iters;
     report.done = true;

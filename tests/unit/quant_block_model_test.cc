@@ -1,9 +1,12 @@
 // quant: the tuner's block forward (quant/block.h) computes what the engine's decoder layer
 // (models::decoder_layer, which Model::forward runs) computes, for Llama with llama3
-// rope scaling, Qwen2 (q/k/v bias) and Qwen3 (q/k-norm, head_dim != hidden / n_heads), on a
-// layer copied with copy_block; and copy_block refuses quantized or misshapen weights.
+// rope scaling, Qwen2 (q/k/v bias), Qwen3 (q/k-norm, head_dim != hidden / n_heads) and the
+// Mixture-of-Experts families (Qwen3-MoE renormalised top-k, Qwen2-MoE with its gated shared
+// expert, Mixtral), on a layer copied with copy_block, which walks models::layer_linears as the
+// loader does; and copy_block refuses quantized or misshapen weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -27,8 +30,19 @@ models::ModelConfig config_for(models::Family family) {
   c.head_dim = family == models::Family::kQwen3 ? 12 : 8;
   c.max_position_embeddings = 64;
   c.rms_norm_eps = 1e-6;
-  c.qkv_bias = family == models::Family::kQwen2;
-  c.qk_norm = family == models::Family::kQwen3;
+  c.qkv_bias = family == models::Family::kQwen2 || family == models::Family::kQwen2Moe;
+  c.qk_norm = family == models::Family::kQwen3 || family == models::Family::kQwen3Moe;
+  if (family == models::Family::kQwen3Moe || family == models::Family::kQwen2Moe ||
+      family == models::Family::kMixtral) {
+    c.moe_layer = {true};
+    c.moe.n_experts = family == models::Family::kMixtral ? 4 : 8;
+    c.moe.top_k = 2;
+    c.moe.expert_intermediate = 16;
+    c.moe.norm_topk_prob = family != models::Family::kQwen2Moe;
+    c.moe.shared_intermediate = family == models::Family::kQwen2Moe ? 40 : 0;
+    c.moe.naming = family == models::Family::kMixtral ? models::ExpertNaming::kMixtral
+                                                      : models::ExpertNaming::kQwen;
+  }
   if (family == models::Family::kLlama) {
     c.rope.theta = 500000.0;
     c.rope.scaling = models::RopeScaling::kLlama3;
@@ -55,10 +69,14 @@ models::DecoderLayerWeights random_layer(const models::ModelConfig& c, std::mt19
   const int64_t h = c.hidden_size, q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim;
   l.attn_norm = random_floats(rng, h, 0.8f, 1.2f);
   l.mlp_norm = random_floats(rng, h, 0.8f, 1.2f);
-  l.attn.wq = random_weight(rng, q, h);
-  l.attn.wk = random_weight(rng, kv, h);
-  l.attn.wv = random_weight(rng, kv, h);
-  l.attn.wo = random_weight(rng, h, q);
+  if (models::is_moe_layer(c, 0)) {
+    l.moe.experts.resize(c.moe.n_experts);
+    l.moe.router = random_floats(rng, c.moe.n_experts * h, -0.5f, 0.5f);
+    if (c.moe.shared_intermediate > 0) l.moe.shared_gate = random_floats(rng, h, -0.3f, 0.3f);
+  }
+  for (const models::LayerLinear& ll : models::layer_linears(c, 0)) {
+    *models::linear_slot(l, ll).weight = random_weight(rng, ll.out, ll.in);
+  }
   if (c.qkv_bias) {
     l.attn.bq = random_floats(rng, q, -0.3f, 0.3f);
     l.attn.bk = random_floats(rng, kv, -0.3f, 0.3f);
@@ -68,9 +86,6 @@ models::DecoderLayerWeights random_layer(const models::ModelConfig& c, std::mt19
     l.attn.q_norm = random_floats(rng, c.head_dim, 0.8f, 1.2f);
     l.attn.k_norm = random_floats(rng, c.head_dim, 0.8f, 1.2f);
   }
-  l.mlp.gate = random_weight(rng, c.intermediate_size, h);
-  l.mlp.up = random_weight(rng, c.intermediate_size, h);
-  l.mlp.down = random_weight(rng, h, c.intermediate_size);
   return l;
 }
 
@@ -109,8 +124,8 @@ TEST_P(QuantBlockModel, ForwardMatchesEngineLayer) {
   const int64_t n = 37;  // crosses KV blocks and the llama3 original context of 16
   const std::vector<float> x = random_floats(rng, n * c.hidden_size, -2.0f, 2.0f);
   const std::vector<float> want = engine_layer(c, layer, x, n, pool);
-  PerLinear<const float*> w;
-  for (int i = 0; i < kNumLinears; ++i) w[i] = block->w[i].data();
+  PerLinear<const float*> w(block->n_linears());
+  for (int i = 0; i < block->n_linears(); ++i) w[i] = block->w[i].data();
   std::vector<float> got(want.size());
   block_forward<float>(*block, w, x.data(), 1, n, nullptr, nullptr, got.data(), pool);
   for (size_t i = 0; i < want.size(); ++i)
@@ -119,7 +134,8 @@ TEST_P(QuantBlockModel, ForwardMatchesEngineLayer) {
 
 INSTANTIATE_TEST_SUITE_P(Families, QuantBlockModel,
                          ::testing::Values(models::Family::kLlama, models::Family::kQwen2,
-                                           models::Family::kQwen3));
+                                           models::Family::kQwen3, models::Family::kQwen3Moe,
+                                           models::Family::kQwen2Moe, models::Family::kMixtral));
 
 TEST(QuantBlockModelCopy, RejectsMisshapenWeights) {
   const models::ModelConfig c = config_for(models::Family::kLlama);
@@ -128,8 +144,8 @@ TEST(QuantBlockModelCopy, RejectsMisshapenWeights) {
   layer.mlp.up = random_weight(rng, c.intermediate_size + 1, c.hidden_size);
   auto block = copy_block(layer, c, 3);
   ASSERT_FALSE(block.ok());
-  EXPECT_NE(block.status().message().find("mlp.up_proj"), std::string::npos);
-  EXPECT_NE(block.status().message().find("layer 3"), std::string::npos);
+  EXPECT_NE(block.status().message().find("model.layers.3.mlp.up_proj"), std::string::npos)
+      << block.status().message();
 }
 
 // The loaded-layer overload of tune_block copies the layer and tunes it; its errors name the
@@ -145,10 +161,11 @@ TEST(QuantBlockModelCopy, TuneBlockOnLoadedLayer) {
   auto block = copy_block(layer, c, 0);
   ASSERT_TRUE(block.ok());
   BlockCalibration calib{x.data(), nullptr, nullptr, nullptr, n_samples, seqlen};
-  ASSERT_TRUE(block_output(*block, {}, calib, y.data(), pool).ok());
+  ASSERT_TRUE(block_output(*block, block->per_linear<const formats::QuantizedWeight*>(nullptr),
+                           calib, y.data(), pool)
+                  .ok());
   calib.targets = y.data();
-  PerLinear<formats::QuantScheme> schemes;
-  for (auto& s : schemes) s = {formats::Layout::kGptq, 4, 16, true};
+  const auto schemes = block->per_linear(formats::QuantScheme{formats::Layout::kGptq, 4, 16, true});
   TuneOptions opt;
   opt.iters = 3;
   auto r = tune_block(layer, c, 0, schemes, calib, opt, pool);
@@ -159,7 +176,55 @@ TEST(QuantBlockModelCopy, TuneBlockOnLoadedLayer) {
   layer.attn.wk = random_weight(rng, 3, c.hidden_size);
   auto bad = tune_block(layer, c, 7, schemes, calib, opt, pool);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("layer 7 self_attn.k_proj"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("model.layers.7.self_attn.k_proj"), std::string::npos)
+      << bad.status().message();
+}
+
+// An MoE block tunes every expert: the loss drops below RTN's, every linear comes back
+// quantized, and an expert no calibration token reaches is reported (and left at RTN).
+TEST(QuantBlockModelCopy, TuneMoeBlockReportsUnroutedExperts) {
+  models::ModelConfig c = config_for(models::Family::kQwen3Moe);
+  std::mt19937 rng(13);
+  models::DecoderLayerWeights layer = random_layer(c, rng);
+  // No token picks expert 5: with o_proj zero the MLP sees norm(x) of a positive x, which is
+  // positive, and expert 5's router row is -1 everywhere, far below the others' logits.
+  const int64_t q_dim = c.n_heads * c.head_dim;
+  layer.attn.wo = Tensor::from_f32(DType::kF32, {c.hidden_size, q_dim},
+                                   std::vector<float>(c.hidden_size * q_dim, 0.0f));
+  for (int64_t j = 0; j < c.hidden_size; ++j) layer.moe.router[5 * c.hidden_size + j] = -1.0f;
+  ThreadPool pool(2);
+  const int64_t n_samples = 4, seqlen = 8;
+  const std::vector<float> x = random_floats(rng, n_samples * seqlen * c.hidden_size, 0.1f, 1);
+  auto block = copy_block(layer, c, 0);
+  ASSERT_TRUE(block.ok()) << block.status().message();
+  ASSERT_EQ(block->n_linears(), 4 + 3 * 8);
+  std::vector<float> y(x.size());
+  BlockCalibration calib{x.data(), nullptr, nullptr, nullptr, n_samples, seqlen};
+  ASSERT_TRUE(block_output(*block, block->per_linear<const formats::QuantizedWeight*>(nullptr),
+                           calib, y.data(), pool)
+                  .ok());
+  calib.targets = y.data();
+  const auto schemes = block->per_linear(formats::QuantScheme{formats::Layout::kGptq, 4, 16, true});
+  TuneOptions opt;
+  opt.iters = 20;
+  opt.batch_size = 2;
+  auto r = tune_block(*block, schemes, calib, opt, pool);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_LT(r->best_loss, r->initial_loss);
+  for (const auto& w : r->weights) ASSERT_TRUE(w.has_value());
+  // The experts the whole calibration set chooses (every sample is drawn within 20 steps).
+  BlockActivations<float> act;
+  PerLinear<const float*> w(block->n_linears());
+  for (int i = 0; i < block->n_linears(); ++i) w[i] = block->w[i].data();
+  block_forward<float>(*block, w, x.data(), n_samples, seqlen, nullptr, &act, y.data(), pool);
+  std::vector<int> want;
+  for (int64_t e = 0; e < c.moe.n_experts; ++e) {
+    if (act.expert_first[e + 1] > act.expert_first[e]) continue;
+    for (int which : {kMlpGate, kMlpUp, kMlpDown}) want.push_back(mlp_linear(e, which));
+  }
+  EXPECT_EQ(r->unrouted, want);
+  EXPECT_NE(std::find(want.begin(), want.end(), mlp_linear(5, kMlpGate)), want.end());
+  EXPECT_LT(want.size(), 3u * c.moe.n_experts);
 }
 
 }  // namespace

@@ -14,10 +14,14 @@
 namespace qs::quant {
 namespace {
 
+constexpr int kDenseLinears = 7;  // q, k, v, o, gate, up, down
+
 BlockTensors<float> random_block(std::mt19937& rng) {
   BlockTensors<float> b;
   b.hidden = 32;
-  b.intermediate = 64;
+  b.linears = dense_linears(32, 64, 4, 2, 8);
+  b.w.resize(kDenseLinears);
+  b.bias.resize(kDenseLinears);
   b.n_heads = 4;
   b.n_kv_heads = 2;
   b.head_dim = 8;
@@ -27,7 +31,7 @@ BlockTensors<float> random_block(std::mt19937& rng) {
   b.mlp_norm.resize(b.hidden);
   for (float& v : b.attn_norm) v = norm(rng);
   for (float& v : b.mlp_norm) v = norm(rng);
-  for (int i = 0; i < kNumLinears; ++i) {
+  for (int i = 0; i < kDenseLinears; ++i) {
     b.w[i].resize(b.out_features(i) * b.in_features(i));
     const float sd = 1.0f / std::sqrt(static_cast<float>(b.in_features(i)));
     for (float& v : b.w[i]) v = sd * normal(rng);
@@ -42,7 +46,7 @@ struct Fixture {
   std::vector<float> inputs, targets;
   std::vector<uint8_t> mask, loss_mask;
   BlockCalibration calib;
-  PerLinear<formats::QuantScheme> schemes;
+  PerLinear<formats::QuantScheme> schemes = PerLinear<formats::QuantScheme>(kDenseLinears);
   ThreadPool pool{2};
 
   Fixture(int bits, bool sym, int64_t n_samples = 8) {
@@ -59,7 +63,7 @@ struct Fixture {
     for (int64_t i = 0; i < n_samples; ++i) loss_mask[i * seqlen + seqlen - 1] = 0;
     calib = {inputs.data(), nullptr, mask.data(), loss_mask.data(), n_samples, seqlen};
     targets.resize(n);
-    const PerLinear<const formats::QuantizedWeight*> fp{};
+    const PerLinear<const formats::QuantizedWeight*> fp(kDenseLinears);
     EXPECT_TRUE(block_output(block, fp, calib, targets.data(), pool).ok());
     calib.targets = targets.data();
     for (auto& s : schemes) {
@@ -71,9 +75,9 @@ struct Fixture {
   }
 
   double rtn_loss() {
-    PerLinear<formats::QuantizedWeight> q;
-    PerLinear<const formats::QuantizedWeight*> ptrs{};
-    for (int i = 0; i < kNumLinears; ++i) {
+    PerLinear<formats::QuantizedWeight> q(kDenseLinears);
+    PerLinear<const formats::QuantizedWeight*> ptrs(kDenseLinears);
+    for (int i = 0; i < kDenseLinears; ++i) {
       q[i] = formats::rtn_quantize(block.w[i].data(), block.out_features(i), block.in_features(i),
                                    schemes[i].bits, schemes[i].group_size, schemes[i].sym);
       ptrs[i] = &q[i];
@@ -82,8 +86,8 @@ struct Fixture {
   }
 
   double loss_of(const TuneResult& r) {
-    PerLinear<const formats::QuantizedWeight*> ptrs{};
-    for (int i = 0; i < kNumLinears; ++i) ptrs[i] = r.weights[i] ? &*r.weights[i] : nullptr;
+    PerLinear<const formats::QuantizedWeight*> ptrs(kDenseLinears);
+    for (int i = 0; i < kDenseLinears; ++i) ptrs[i] = r.weights[i] ? &*r.weights[i] : nullptr;
     return *block_loss(block, ptrs, calib, pool);
   }
 };
@@ -109,7 +113,7 @@ TEST_P(QuantBlockTuner, BeatsRtnOnTheCalibrationSet) {
   EXPECT_LT(r->best_loss, 0.9 * rtn) << "AutoRound should cut the 2-bit RTN loss clearly";
   const double tuned = f.loss_of(*r);
   EXPECT_NEAR(tuned, r->best_loss, 1e-5 * rtn);
-  for (int i = 0; i < kNumLinears; ++i) {
+  for (int i = 0; i < kDenseLinears; ++i) {
     ASSERT_TRUE(r->weights[i].has_value());
     EXPECT_TRUE(r->weights[i]->validate().ok());
     for (float s : r->weights[i]->scales) EXPECT_EQ(s, f16_to_f32(f32_to_f16(s)));  // f16 scales
@@ -130,7 +134,7 @@ TEST(QuantBlockTunerMisc, SameSeedSameResultAndMiniBatches) {
   EXPECT_EQ(a->initial_loss, b->initial_loss);
   EXPECT_EQ(a->best_loss, b->best_loss);
   EXPECT_EQ(a->best_iter, b->best_iter);
-  for (int i = 0; i < kNumLinears; ++i) {
+  for (int i = 0; i < kDenseLinears; ++i) {
     EXPECT_EQ(a->weights[i]->codes, b->weights[i]->codes);
     EXPECT_EQ(a->weights[i]->scales, b->weights[i]->scales);
   }
@@ -159,9 +163,9 @@ TEST(QuantBlockTunerMisc, ZeroItersIsRtnAndDenseLinearsStayDense) {
 // block_loss is the mean squared error over the loss mask's positions of block_output.
 TEST(QuantBlockTunerMisc, BlockLossIsMaskedMse) {
   Fixture f(4, true);
-  PerLinear<formats::QuantizedWeight> q;
-  PerLinear<const formats::QuantizedWeight*> ptrs{};
-  for (int i = 0; i < kNumLinears; ++i) {
+  PerLinear<formats::QuantizedWeight> q(kDenseLinears);
+  PerLinear<const formats::QuantizedWeight*> ptrs(kDenseLinears);
+  for (int i = 0; i < kDenseLinears; ++i) {
     q[i] = formats::rtn_quantize(f.block.w[i].data(), f.block.out_features(i),
                                  f.block.in_features(i), 4, 16, true);
     ptrs[i] = &q[i];

@@ -16,6 +16,8 @@
 namespace qs::quant {
 namespace {
 
+constexpr int kDenseLinears = 7;  // q, k, v, o, gate, up, down
+
 // Per group, sum_j imatrix[j] (dequantized - w)^2.
 std::vector<double> group_errors(const formats::QuantizedWeight& q, const float* w,
                                  const std::vector<float>& imat) {
@@ -81,13 +83,15 @@ TEST(QuantOptRtn, BlockImatrixSumsSquaredInputs) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   BlockTensors<float> b;
   b.hidden = 16;
-  b.intermediate = 24;
+  b.linears = dense_linears(16, 24, 2, 1, 8);
+  b.w.resize(kDenseLinears);
+  b.bias.resize(kDenseLinears);
   b.n_heads = 2;
   b.n_kv_heads = 1;
   b.head_dim = 8;
   b.attn_norm.assign(b.hidden, 1.0f);
   b.mlp_norm.assign(b.hidden, 1.0f);
-  for (int i = 0; i < kNumLinears; ++i) {
+  for (int i = 0; i < kDenseLinears; ++i) {
     b.w[i].resize(b.out_features(i) * b.in_features(i));
     for (float& v : b.w[i]) v = 0.2f * normal(rng);
   }
@@ -101,11 +105,11 @@ TEST(QuantOptRtn, BlockImatrixSumsSquaredInputs) {
   ThreadPool pool(2);
   auto im = block_imatrix(b, calib, pool);
   ASSERT_TRUE(im.ok());
-  std::vector<double> want_q(b.hidden, 0.0), want_down(b.intermediate, 0.0);
+  std::vector<double> want_q(b.hidden, 0.0), want_down(b.out_features(kGateProj), 0.0);
   BlockActivations<float> act;
   std::vector<float> y(x.size());
-  PerLinear<const float*> w;
-  for (int i = 0; i < kNumLinears; ++i) w[i] = b.w[i].data();
+  PerLinear<const float*> w(kDenseLinears);
+  for (int i = 0; i < kDenseLinears; ++i) w[i] = b.w[i].data();
   block_forward<float>(b, w, x.data(), n_samples, seqlen, mask.data(), &act, y.data(), pool);
   for (int64_t t = 0; t < tokens; ++t) {
     if (!mask[t]) continue;
@@ -113,13 +117,13 @@ TEST(QuantOptRtn, BlockImatrixSumsSquaredInputs) {
     for (int64_t j = 0; j < b.hidden; ++j) ss += double(x[t * b.hidden + j]) * x[t * b.hidden + j];
     const double r = 1.0 / std::sqrt(ss / b.hidden + 1e-6);
     for (int64_t j = 0; j < b.hidden; ++j) want_q[j] += std::pow(x[t * b.hidden + j] * r, 2);
-    for (int64_t j = 0; j < b.intermediate; ++j)
-      want_down[j] += std::pow(double(act.act[t * b.intermediate + j]), 2);
+    for (int64_t j = 0; j < b.out_features(kGateProj); ++j)
+      want_down[j] += std::pow(double(act.act[t * b.out_features(kGateProj) + j]), 2);
   }
   for (int64_t j = 0; j < b.hidden; ++j)
     EXPECT_NEAR((*im)[kQProj][j], want_q[j] / n_samples, 1e-4 * want_q[j]);
   EXPECT_EQ((*im)[kKProj], (*im)[kQProj]);
-  for (int64_t j = 0; j < b.intermediate; ++j)
+  for (int64_t j = 0; j < b.out_features(kGateProj); ++j)
     EXPECT_NEAR((*im)[kDownProj][j], want_down[j] / n_samples, 1e-5 * want_down[j] + 1e-12);
 }
 
