@@ -72,7 +72,16 @@ CASES = {
     # same values; the tool refuses a tied head): lm_head is tuned after the blocks.
     "w4g32_sym_lm_head": dict(bits=4, group_size=32, sym=True, nsamples=8, batch_size=8,
                               seqlen=128, iters=200, quant_lm_head=True),
+    # A Mixture of Experts made from stories260K (moe_model): every expert and the attention
+    # linears tuned, the router kept 16-bit; the model is committed in <case>/model.
+    "moe_w4g32_sym_full_batch": dict(bits=4, group_size=32, sym=True, nsamples=8, batch_size=8,
+                                     seqlen=128, iters=200, moe=True),
 }
+
+# moe_model: stories260K's first MOE_LAYERS layers, each MLP split into MOE_EXPERTS experts
+# of MOE_INTER of its 172 channels (expert e takes channels [e * MOE_STRIDE, + MOE_INTER)),
+# top-2 routed by a random router.
+MOE_LAYERS, MOE_EXPERTS, MOE_TOP_K, MOE_INTER, MOE_STRIDE = 2, 4, 2, 64, 36
 
 
 def tokenizer_ids(sp, text):
@@ -141,6 +150,50 @@ def untied_model(out):
     return out
 
 
+def moe_model(out):
+    """A Mixtral (Llama attention, block_sparse_moe with per-expert w1/w3/w2 as on the hub)
+    upcycled from stories260K, so that its attention and experts carry trained weights and
+    its routing depends on real text: layer i keeps stories260K's attention and norms; its
+    MLP becomes MOE_EXPERTS experts, each a slice of the dense MLP's channels; the router is
+    random (normal, std 0.5, seeded), which makes the top-2 choice vary from token to token.
+    f32, tied embeddings as stories260K."""
+    out.mkdir(parents=True, exist_ok=True)
+    src = load_file(MODEL / "model.safetensors")
+    g = torch.Generator().manual_seed(SEED)
+    t = {"model.embed_tokens.weight": src["model.embed_tokens.weight"],
+         "model.norm.weight": src["model.norm.weight"]}
+    for i in range(MOE_LAYERS):
+        p = f"model.layers.{i}."
+        for name in ("input_layernorm", "post_attention_layernorm"):
+            t[p + name + ".weight"] = src[p + name + ".weight"]
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            t[p + "self_attn." + name + ".weight"] = src[p + "self_attn." + name + ".weight"]
+        gate, up = src[p + "mlp.gate_proj.weight"], src[p + "mlp.up_proj.weight"]
+        down = src[p + "mlp.down_proj.weight"]
+        m = p + "block_sparse_moe."
+        t[m + "gate.weight"] = torch.randn(MOE_EXPERTS, gate.shape[1], generator=g) * 0.5
+        for e in range(MOE_EXPERTS):
+            ch = slice(e * MOE_STRIDE, e * MOE_STRIDE + MOE_INTER)
+            t[m + f"experts.{e}.w1.weight"] = gate[ch].clone()
+            t[m + f"experts.{e}.w3.weight"] = up[ch].clone()
+            t[m + f"experts.{e}.w2.weight"] = down[:, ch].clone()
+    save_file({k: v.contiguous() for k, v in t.items()}, out / "model.safetensors",
+              metadata={"format": "pt"})
+    c = json.loads((MODEL / "config.json").read_text())
+    config = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+              "hidden_size": c["hidden_size"], "intermediate_size": MOE_INTER,
+              "num_hidden_layers": MOE_LAYERS, "num_attention_heads": c["num_attention_heads"],
+              "num_key_value_heads": c["num_key_value_heads"], "head_dim": c["head_dim"],
+              "num_local_experts": MOE_EXPERTS, "num_experts_per_tok": MOE_TOP_K,
+              "vocab_size": c["vocab_size"], "max_position_embeddings": c["max_position_embeddings"],
+              "rms_norm_eps": c["rms_norm_eps"], "rope_theta": c["rope_theta"],
+              "sliding_window": None, "tie_word_embeddings": True, "hidden_act": "silu",
+              "bos_token_id": c["bos_token_id"], "eos_token_id": c["eos_token_id"],
+              "torch_dtype": "float32", "router_aux_loss_coef": 0.0}
+    (out / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+    return out
+
+
 def load_fp(path=MODEL):
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
                                                 attn_implementation="eager").eval()
@@ -168,8 +221,14 @@ def kl_mean(ref_logits, logits):
 def run_case(name, spec, sp, tokens, fp_logits, out_root):
     samples = calibration_samples(sp, spec["nsamples"], spec["seqlen"])
     head = spec.get("quant_lm_head", False)
+    out = out_root / name
     tmp = Path(tempfile.mkdtemp())
-    model = load_fp(untied_model(tmp / "untied") if head else MODEL)
+    if spec.get("moe"):
+        model_dir = moe_model(out / "model")
+        fp_logits = window_logits(load_fp(model_dir), tokens)
+    else:
+        model_dir = untied_model(tmp / "untied") if head else MODEL
+    model = load_fp(model_dir)
     handler = LossLog()
     logging.getLogger("autoround").addHandler(handler)
     ar = AutoRound(model, no_pad_tokenizer(), bits=spec["bits"], group_size=spec["group_size"],
@@ -195,15 +254,19 @@ def run_case(name, spec, sp, tokens, fp_logits, out_root):
     for a, k, b in handler.blocks[n_blocks:]:
         blocks.append({"layer": "lm_head", "initial_raw": a, "best_raw": b, "best_iter": k,
                        "initial_mse": a / vocab, "best_mse": b / vocab})
-    out = out_root / name
+    # What the tool quantized (the router and the head stay 16-bit).
+    quantized = sorted(n for n, mod in qmodel.named_modules()
+                       if getattr(mod, "bits", 16) < 16 and n.startswith("model.layers."))
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "calibration.jsonl", "w") as f:
         for s in samples:
             f.write(json.dumps({"input_ids": s}) + "\n")
     ref = {"tool": {"auto_round": auto_round.__version__, "torch": torch.__version__,
                     "transformers": transformers.__version__},
-           "model": "models/stories260K" + (" with its head untied" if head else ""),
+           "model": ("model (stories260K upcycled to a Mixtral, moe_model)" if spec.get("moe")
+                     else "models/stories260K" + (" with its head untied" if head else "")),
            "settings": dict(spec, seed=SEED, amp=False),
+           "quantized_layers": len(quantized),
            "blocks": blocks, "kl_mean": kl}
     (out / "reference.json").write_text(json.dumps(ref, indent=1) + "\n")
     print(name, json.dumps(blocks), "kl", kl)
