@@ -2,7 +2,6 @@
 #include "quant/block_tuner.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -27,6 +26,12 @@ Status check_calibration(const BlockTensors<float>& b, const BlockCalibration& c
   if (b.hidden <= 0 || b.n_heads <= 0 || b.n_kv_heads <= 0 || b.n_heads % b.n_kv_heads != 0 ||
       b.head_dim % 2 != 0) {
     return invalid_argument("autoround: inconsistent block dimensions");
+  }
+  if (b.sparse() && (b.moe.top_k < 1 || b.moe.top_k > b.moe.n_experts ||
+                     static_cast<int64_t>(b.router.size()) != b.moe.n_experts * b.hidden)) {
+    return invalid_argument("autoround: an MoE block needs 1 <= top_k <= n_experts and a [" +
+                            std::to_string(b.moe.n_experts) + ", " + std::to_string(b.hidden) +
+                            "] router");
   }
   return ok_status();
 }
