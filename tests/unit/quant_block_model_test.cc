@@ -112,6 +112,16 @@ std::vector<float> engine_layer(const models::ModelConfig& c, const models::Deco
   return x;
 }
 
+// calib->targets = the full-precision block's output on calib->inputs, kept in *y.
+void set_fp_targets(const BlockTensors<float>& block, BlockCalibration* calib,
+                    std::vector<float>* y, ThreadPool& pool) {
+  y->resize(calib->n_samples * calib->seqlen * block.hidden);
+  ASSERT_TRUE(block_output(block, block.per_linear<const formats::QuantizedWeight*>(nullptr),
+                           *calib, y->data(), pool)
+                  .ok());
+  calib->targets = y->data();
+}
+
 class QuantBlockModel : public ::testing::TestWithParam<models::Family> {};
 
 TEST_P(QuantBlockModel, ForwardMatchesEngineLayer) {
@@ -161,10 +171,7 @@ TEST(QuantBlockModelCopy, TuneBlockOnLoadedLayer) {
   auto block = copy_block(layer, c, 0);
   ASSERT_TRUE(block.ok());
   BlockCalibration calib{x.data(), nullptr, nullptr, nullptr, n_samples, seqlen};
-  ASSERT_TRUE(block_output(*block, block->per_linear<const formats::QuantizedWeight*>(nullptr),
-                           calib, y.data(), pool)
-                  .ok());
-  calib.targets = y.data();
+  set_fp_targets(*block, &calib, &y, pool);
   const auto schemes = block->per_linear(formats::QuantScheme{formats::Layout::kGptq, 4, 16, true});
   TuneOptions opt;
   opt.iters = 3;
@@ -200,10 +207,7 @@ TEST(QuantBlockModelCopy, TuneMoeBlockReportsUnroutedExperts) {
   ASSERT_EQ(block->n_linears(), 4 + 3 * 8);
   std::vector<float> y(x.size());
   BlockCalibration calib{x.data(), nullptr, nullptr, nullptr, n_samples, seqlen};
-  ASSERT_TRUE(block_output(*block, block->per_linear<const formats::QuantizedWeight*>(nullptr),
-                           calib, y.data(), pool)
-                  .ok());
-  calib.targets = y.data();
+  set_fp_targets(*block, &calib, &y, pool);
   const auto schemes = block->per_linear(formats::QuantScheme{formats::Layout::kGptq, 4, 16, true});
   TuneOptions opt;
   opt.iters = 20;
