@@ -81,7 +81,7 @@ Result<double> run_once(engine::Engine& engine, const std::vector<int32_t>& toke
 
 Status bench_latency(const Flags& flags) {
   if (!flags.has("model")) return invalid_argument("--model DIR is required");
-  const std::string dir = flags.get("model");
+  QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.get("model")));
   QS_ASSIGN_OR_RETURN(std::vector<int> input_lens,
                       parse_int_list(flags.get("input-len"), "input-len"));
   QS_ASSIGN_OR_RETURN(std::vector<int> output_lens,

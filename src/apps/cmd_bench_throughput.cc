@@ -61,8 +61,8 @@ Result<ThroughputRun> generate_all(const models::Model& model, const tok::Tokeni
 }
 
 Status run(const Flags& flags) {
-  const std::string dir = flags.get("model");
-  if (dir.empty()) return invalid_argument("--model DIR is required");
+  if (flags.get("model").empty()) return invalid_argument("--model DIR is required");
+  QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.get("model")));
   QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
   QS_ASSIGN_OR_RETURN(int64_t seed, flags.get_int("seed"));
   std::string tokenizer_id;

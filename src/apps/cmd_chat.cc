@@ -109,8 +109,8 @@ Status check_flag_values(const Flags& flags) {
 }
 
 Status run(const Flags& flags) {
-  const std::string dir = flags.get("model");
-  if (dir.empty()) return invalid_argument("--model is required");
+  if (flags.get("model").empty()) return invalid_argument("--model is required");
+  QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.get("model")));
   QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
   QS_ASSIGN_OR_RETURN(nlohmann::ordered_json template_kwargs, parse_template_kwargs(flags));
 

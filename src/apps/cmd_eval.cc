@@ -37,8 +37,10 @@ Status check(const Flags& flags) {
 
 Status run(const Flags& flags) {
   eval::EvalRequest req;
-  req.model_dir = flags.get("model");
-  req.reference_dir = flags.get("reference");
+  QS_ASSIGN_OR_RETURN(req.model_dir, resolve_model_flag(flags, flags.get("model")));
+  if (flags.has("reference")) {
+    QS_ASSIGN_OR_RETURN(req.reference_dir, resolve_model_flag(flags, flags.get("reference")));
+  }
   req.dataset = flags.has("dataset") ? flags.get("dataset") : eval::default_eval_dataset();
   QS_ASSIGN_OR_RETURN(req.seqlen,
                       flags.has("seqlen") ? flags.get_int("seqlen") : Result<int64_t>(0));

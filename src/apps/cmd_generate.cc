@@ -44,8 +44,8 @@ Result<std::string> prompt_from_flags(const Flags& flags) {
 }
 
 Status run(const Flags& flags) {
-  const std::string dir = flags.get("model");
-  if (dir.empty()) return invalid_argument("--model is required");
+  if (flags.get("model").empty()) return invalid_argument("--model is required");
+  QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.get("model")));
   QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
 
   const auto load_start = std::chrono::steady_clock::now();

@@ -10,6 +10,7 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "apps/model_flags.h"
 #include "core/mmap_file.h"
 #include "diffusion/flux_pipeline.h"
 #include "diffusion/png_image.h"
@@ -84,8 +85,9 @@ Status run(const Flags& flags) {
   } else if (decoder != "full") {
     return invalid_argument("--vae-decoder must be full or tiny, not '" + decoder + "'");
   }
+  QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.get("model")));
   QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::FluxPipeline> pipe,
-                      diffusion::FluxPipeline::load(flags.get("model"), load));
+                      diffusion::FluxPipeline::load(dir, load));
   ThreadPool pool(static_cast<int>(threads));
   const auto t1 = clock::now();
   std::fprintf(stderr, "generate-image: loaded %s in %.2f s\n", flags.get("model").c_str(),
@@ -121,6 +123,7 @@ Status run(const Flags& flags) {
 
 int cmd_generate_image(const Args& args) {
   Flags flags;
+  add_revision_flag(flags);
   flags.add("model", "diffusers pipeline directory (model_index.json: FluxPipeline)")
       .add("prompt", "the text to draw")
       .add("negative-prompt", "what to steer away from (with --true-cfg-scale > 1)")

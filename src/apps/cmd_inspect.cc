@@ -80,7 +80,7 @@ Status run_pipeline(const std::string& dir, const Flags& flags) {
 }
 
 Status run(const Flags& flags) {
-  const std::string dir = flags.positionals()[0];
+  QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.positionals()[0]));
   if (is_diffusion_dir(dir)) return run_pipeline(dir, flags);
   QS_ASSIGN_OR_RETURN(io::CheckpointSummary summary, io::summarize_checkpoint(dir));
   // Mixture of Experts: what one token runs through, from the config (no load needed).

@@ -14,6 +14,7 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "apps/model_flags.h"
 #include "core/json.h"
 #include "core/mmap_file.h"
 #include "core/thread_pool.h"
@@ -34,7 +35,7 @@ Result<quant::QuantizeOptions> options_from_flags(const Flags& f) {
   quant::QuantizeOptions o;
   if (!f.has("model")) return invalid_argument("--model DIR is required");
   if (!f.has("output_dir")) return invalid_argument("--output_dir DIR is required");
-  o.model_dir = f.get("model");
+  QS_ASSIGN_OR_RETURN(o.model_dir, resolve_model_flag(f, f.get("model")));
   o.output_dir = f.get("output_dir");
   QS_ASSIGN_OR_RETURN(o.spec, quant::parse_scheme(f.get("scheme")));
   const bool w8a8 = o.spec.needs_compressed_tensors();
@@ -154,6 +155,7 @@ Status run(const Flags& flags) {
 
 int cmd_quantize(const Args& args) {
   Flags flags;
+  add_revision_flag(flags);
   flags.add("model", "source checkpoint directory (HF, unquantized)")
       .add("output_dir", "where the quantized checkpoint goes (must not exist unless --overwrite)")
       .add("scheme",

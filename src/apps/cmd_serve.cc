@@ -189,7 +189,8 @@ Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int
   QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::FluxPipeline> pipeline,
                       diffusion::FluxPipeline::load(dir));
   server::ModelInfo info;
-  info.served_model_name = flags.has("served-model-name") ? flags.get("served-model-name") : dir;
+  info.served_model_name =
+      flags.has("served-model-name") ? flags.get("served-model-name") : model_dir(flags);
   info.root = dir;
   ThreadPool pool(threads);
   server::ImageBackend backend(std::move(pipeline), pool);
@@ -207,7 +208,7 @@ Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int
 }
 
 Status run(const Flags& flags) {
-  const std::string dir = model_dir(flags);
+  QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, model_dir(flags)));
   QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
   QS_ASSIGN_OR_RETURN(int64_t port, int_flag(flags, "port", 0, 65535));
   QS_ASSIGN_OR_RETURN(int64_t max_num_seqs, int_flag(flags, "max-num-seqs", 1, 65536));
@@ -234,7 +235,8 @@ Status run(const Flags& flags) {
   const models::ModelConfig& config = model->config();
 
   server::ModelInfo info;
-  info.served_model_name = flags.has("served-model-name") ? flags.get("served-model-name") : dir;
+  info.served_model_name =
+      flags.has("served-model-name") ? flags.get("served-model-name") : model_dir(flags);
   info.root = dir;
   info.max_model_len = config.max_position_embeddings;
   if (flags.has("max-model-len")) {
@@ -294,7 +296,8 @@ int cmd_serve(const Args& args) {
            "first argument)")
       .add("host", "address to listen on", false, "127.0.0.1")
       .add("port", "port to listen on (0: any free port, logged at start)", false, "8000")
-      .add("served-model-name", "the model name clients send (default: the model directory)")
+      .add("served-model-name",
+           "the model name clients send (default: MODEL as given, e.g. the repo id)")
       .add("max-model-len", "context length (default: max_position_embeddings)")
       .add("api-key", "require `Authorization: Bearer KEY` on /v1/* (default: $VLLM_API_KEY)")
       .add("chat-template", "chat template file or string (default: the checkpoint's)")

@@ -2,6 +2,7 @@
 #include "apps/model_flags.h"
 
 #include "engine/kv_cache.h"
+#include "io/hf_cache.h"
 
 namespace qs::apps {
 
@@ -9,6 +10,17 @@ void add_model_flags(Flags& flags) {
   flags.add("quantization",
             "quantization method the checkpoint must use (auto-round, gptq, awq, "
             "compressed-tensors, fp8 or an alias); default: detect from quantization_config");
+  add_revision_flag(flags);
+}
+
+void add_revision_flag(Flags& flags) {
+  flags.add("revision",
+            "for a Hugging Face repo id (e.g. Qwen/Qwen2.5-0.5B-Instruct, looked up offline in "
+            "$HF_HUB_CACHE or ~/.cache/huggingface/hub): the branch, tag or commit (default main)");
+}
+
+Result<std::string> resolve_model_flag(const Flags& flags, const std::string& name) {
+  return io::resolve_model_dir(name, flags.get("revision"));
 }
 
 models::LoadOptions load_options_from_flags(const Flags& flags) {

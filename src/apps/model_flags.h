@@ -11,8 +11,16 @@
 
 namespace qs::apps {
 
-// Adds --quantization NAME.
+// Adds --quantization NAME and --revision.
 void add_model_flags(Flags& flags);
+
+// Adds --revision REV: which snapshot of a Hugging Face repo id to load from the hub cache (a
+// branch or tag through refs/, or a commit hash; default main).
+void add_revision_flag(Flags& flags);
+
+// The directory to load for the model named `name` (a local directory, or a repo id found in
+// the Hugging Face cache at --revision when the command has that flag): io::resolve_model_dir.
+Result<std::string> resolve_model_flag(const Flags& flags, const std::string& name);
 
 // The load options those flags ask for.
 models::LoadOptions load_options_from_flags(const Flags& flags);
