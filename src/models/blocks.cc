@@ -121,6 +121,37 @@ void route_top_k(const MoeConfig& moe, T* probs, int64_t n_tokens, int32_t* rout
 template void route_top_k<float>(const MoeConfig&, float*, int64_t, int32_t*, float*);
 template void route_top_k<double>(const MoeConfig&, double*, int64_t, int32_t*, double*);
 
+void sort_slots_by_expert(std::span<const int32_t> routes, int64_t n_experts,
+                          std::vector<int64_t>* first, std::vector<int32_t>* rows,
+                          std::vector<int64_t>* next) {
+  first->assign(n_experts + 1, 0);
+  for (int32_t e : routes) ++(*first)[e + 1];
+  for (int64_t e = 0; e < n_experts; ++e) (*first)[e + 1] += (*first)[e];
+  next->assign(first->begin(), first->end() - 1);
+  rows->resize(routes.size());
+  for (size_t slot = 0; slot < routes.size(); ++slot) {
+    (*rows)[(*next)[routes[slot]]++] = static_cast<int32_t>(slot);
+  }
+}
+
+template <class T>
+void combine_expert_rows(std::span<const int32_t> rows, int64_t top_k, const T* weights, const T* y,
+                         int64_t n_tokens, int64_t hidden, T* out) {
+  std::fill_n(out, n_tokens * hidden, T(0));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const int32_t slot = rows[r];
+    const T weight = weights[slot];
+    T* o = out + (slot / top_k) * hidden;
+    const T* yr = y + r * hidden;
+    for (int64_t j = 0; j < hidden; ++j) o[j] += yr[j] * weight;
+  }
+}
+
+template void combine_expert_rows<float>(std::span<const int32_t>, int64_t, const float*,
+                                         const float*, int64_t, int64_t, float*);
+template void combine_expert_rows<double>(std::span<const int32_t>, int64_t, const double*,
+                                          const double*, int64_t, int64_t, double*);
+
 namespace {
 
 template <class Layer, class Slot>
@@ -165,19 +196,8 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
   QS_RETURN_IF_ERROR(ops::linear(h, n_tokens, router, nullptr, s.router_probs.data(), pool));
   route_top_k(moe, s.router_probs.data(), n_tokens, s.routes.data(), s.route_weights.data());
 
-  // The (token, choice) slots sorted by expert (a counting sort, stable in token order), and
-  // their rows of h gathered in that order: expert e owns rows [first[e], first[e + 1]).
-  s.expert_first.assign(n_experts + 1, 0);
-  for (int32_t e : s.routes) ++s.expert_first[e + 1];
-  for (int64_t e = 0; e < n_experts; ++e) s.expert_first[e + 1] += s.expert_first[e];
-  s.expert_rows.resize(n_slots);
-  {
-    std::vector<int64_t>& next = s.expert_next;
-    next.assign(s.expert_first.begin(), s.expert_first.end() - 1);
-    for (int64_t slot = 0; slot < n_slots; ++slot) {
-      s.expert_rows[next[s.routes[slot]]++] = static_cast<int32_t>(slot);
-    }
-  }
+  // The slots sorted by expert, and their rows of h gathered in that order.
+  sort_slots_by_expert(s.routes, n_experts, &s.expert_first, &s.expert_rows, &s.expert_next);
   s.expert_x.resize(n_slots * hidden);
   for (int64_t r = 0; r < n_slots; ++r) {
     std::copy_n(h + (s.expert_rows[r] / k) * hidden, hidden, s.expert_x.data() + r * hidden);
@@ -205,16 +225,8 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
   }
   QS_RETURN_IF_ERROR(ops::linear_grouped(s.gate.data(), jobs, pool));
 
-  // Experts in ascending order, each adding its weighted rows into `out`, as transformers'
-  // index_add_ loop does, so that the sums round the same way.
-  std::fill_n(out, n_tokens * hidden, 0.0f);
-  for (int64_t r = 0; r < n_slots; ++r) {
-    const int32_t slot = s.expert_rows[r];
-    const float weight = s.route_weights[slot];
-    float* o = out + (slot / k) * hidden;
-    const float* y = s.expert_y.data() + r * hidden;
-    for (int64_t j = 0; j < hidden; ++j) o[j] += y[j] * weight;
-  }
+  combine_expert_rows<float>(s.expert_rows, k, s.route_weights.data(), s.expert_y.data(), n_tokens,
+                             hidden, out);
   if (w.shared.empty()) return ok_status();
   s.expert_y.resize(n_tokens * hidden);
   QS_RETURN_IF_ERROR(mlp_block(w.shared, h, n_tokens, s, s.expert_y.data(), pool));

@@ -115,6 +115,20 @@ Status mlp_block(const MlpWeights& w, const float* h, int64_t n_tokens, BlockScr
 template <class T>
 void route_top_k(const MoeConfig& moe, T* probs, int64_t n_tokens, int32_t* routes, T* weights);
 
+// The (token, choice) slots of `routes` [n_slots] sorted by expert, a counting sort stable in
+// token order: expert e owns rows [(*first)[e], (*first)[e + 1]) of *rows, row r holding slot
+// (*rows)[r] = token * top_k + choice. `next` is scratch.
+void sort_slots_by_expert(std::span<const int32_t> routes, int64_t n_experts,
+                          std::vector<int64_t>* first, std::vector<int32_t>* rows,
+                          std::vector<int64_t>* next);
+
+// out [n_tokens, hidden] = for each token the sum of its slots' expert outputs y [n_slots,
+// hidden] (in rows' expert-sorted order) times their routing weights [n_slots]. Experts add in
+// ascending order, as transformers' index_add_ loop does, so that the sums round the same way.
+template <class T>
+void combine_expert_rows(std::span<const int32_t> rows, int64_t top_k, const T* weights, const T* y,
+                         int64_t n_tokens, int64_t hidden, T* out);
+
 // out = sum over each token's top_k experts of weight * expert(h), plus Qwen2-MoE's
 // sigmoid-gated shared expert. Tokens are grouped by expert, so each chosen expert's weights
 // are read once per call however many tokens chose it, and experts nobody chose not at all.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/json.h"
@@ -202,9 +203,11 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   for (int64_t i = 0; i < config.n_layers; ++i) {
     DecoderLayerWeights& l = m->layers_[i];
     if (is_moe_layer(config, i)) l.moe.experts.resize(config.moe.n_experts);
-    size_t first_expert = 0;
+    // The routed experts are contiguous in the list: [experts_begin, experts_end).
+    std::optional<size_t> experts_begin;
+    size_t experts_end = 0;
     for (const LayerLinear& ll : layer_linears(config, i)) {
-      if (ll.expert == 0 && ll.role == LinearRole::kGate) first_expert = m->linear_infos_.size();
+      if (ll.expert >= 0 && !experts_begin) experts_begin = m->linear_infos_.size();
       if (ll.expert >= 0 && config.moe.fused_experts) {
         if (ll.role == LinearRole::kGate) {
           fused_expert(ckpt, config, i, ll.expert, &l.moe.experts[ll.expert], &m->linear_infos_,
@@ -213,10 +216,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
       } else {
         linear(ll.name, ll.out, ll.in, linear_slot(l, ll).weight, ll.expert >= 0);
       }
-      if (ll.expert >= 0 && ll.expert == config.moe.n_experts - 1 && ll.role == LinearRole::kDown) {
-        expert_ranges.emplace_back(first_expert, m->linear_infos_.size());
-      }
+      if (ll.expert >= 0) experts_end = m->linear_infos_.size();
     }
+    if (experts_begin) expert_ranges.emplace_back(*experts_begin, experts_end);
   }
   if (!config.tie_word_embeddings)
     linear("lm_head", config.vocab_size, config.hidden_size, &m->lm_head_);

@@ -377,50 +377,41 @@ std::vector<LayerLinear> layer_linears(const ModelConfig& c, int64_t layer) {
 }
 
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
-  const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   const int64_t hidden = c.hidden_size;
   std::vector<TensorSpec> t;
   t.push_back({"model.embed_tokens.weight", {c.vocab_size, hidden}});
-  // A SwiGLU MLP (dense, an expert or the shared expert) of `inter` columns.
-  auto mlp = [&](const MlpNames& n, int64_t inter, bool bias) {
-    t.push_back({n.gate + ".weight", {inter, hidden}, true});
-    if (bias) t.push_back({n.gate + ".bias", {inter}});
-    t.push_back({n.up + ".weight", {inter, hidden}, true});
-    if (bias) t.push_back({n.up + ".bias", {inter}});
-    t.push_back({n.down + ".weight", {hidden, inter}, true});
-    if (bias) t.push_back({n.down + ".bias", {hidden}});
+  // A linear of layer_linears with its bias where the family has one (experts never do).
+  auto linear = [&](const LayerLinear& l) {
+    t.push_back({l.name + ".weight", {l.out, l.in}, true});
+    bool bias = l.expert < 0 && !l.shared && c.mlp_bias;  // the dense MLP's
+    if (l.role <= LinearRole::kV) bias = c.qkv_bias;
+    if (l.role == LinearRole::kO) bias = c.o_bias;
+    if (bias) t.push_back({l.name + ".bias", {l.out}});
   };
   for (int64_t i = 0; i < c.n_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::vector<LayerLinear> linears = layer_linears(c, i);
     t.push_back({p + "input_layernorm.weight", {hidden}});
-    for (const auto& [name, rows] : {std::pair<const char*, int64_t>{"q_proj", q_dim},
-                                     {"k_proj", kv_dim},
-                                     {"v_proj", kv_dim}}) {
-      t.push_back({p + "self_attn." + name + ".weight", {rows, hidden}, true});
-      if (c.qkv_bias) t.push_back({p + "self_attn." + name + ".bias", {rows}});
-    }
-    t.push_back({p + "self_attn.o_proj.weight", {hidden, q_dim}, true});
-    if (c.o_bias) t.push_back({p + "self_attn.o_proj.bias", {hidden}});
+    for (size_t j = 0; j < 4; ++j) linear(linears[j]);  // q, k, v, o
     if (c.qk_norm) {
       t.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
       t.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
     }
     t.push_back({p + "post_attention_layernorm.weight", {hidden}});
-    if (is_moe_layer(c, i)) {
+    const bool moe = is_moe_layer(c, i);
+    if (moe) {
       t.push_back({router_name(c, i) + ".weight", {c.moe.n_experts, hidden}});
-      const int64_t inter = c.moe.expert_intermediate;
       if (c.moe.fused_experts) {
+        const int64_t inter = c.moe.expert_intermediate;
         t.push_back({p + "mlp.experts.gate_up_proj", {c.moe.n_experts, 2 * inter, hidden}});
         t.push_back({p + "mlp.experts.down_proj", {c.moe.n_experts, hidden, inter}});
-      } else {
-        for (int64_t e = 0; e < c.moe.n_experts; ++e) mlp(mlp_names(c, i, e), inter, false);
       }
-      if (c.moe.shared_intermediate > 0) {
-        mlp(mlp_names(c, i, -1), c.moe.shared_intermediate, false);
-        t.push_back({shared_gate_name(c, i) + ".weight", {1, hidden}});
-      }
-    } else {
-      mlp(mlp_names(c, i, 0), c.intermediate_size, c.mlp_bias);
+    }
+    for (size_t j = 4; j < linears.size(); ++j) {
+      if (linears[j].expert < 0 || !c.moe.fused_experts) linear(linears[j]);
+    }
+    if (moe && c.moe.shared_intermediate > 0) {
+      t.push_back({shared_gate_name(c, i) + ".weight", {1, hidden}});
     }
   }
   t.push_back({"model.norm.weight", {hidden}});

@@ -155,15 +155,8 @@ void moe_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, int64_t
   a.route_w.resize(slots);
   linear_forward<T>(a.h2.data(), m, d, b.router.data(), n_experts, nullptr, a.probs.data(), pool);
   models::route_top_k<T>(b.moe, a.probs.data(), m, a.routes.data(), a.route_w.data());
-  // The slots sorted by expert, stable in token order, as the inference forward sorts them.
-  a.expert_first.assign(n_experts + 1, 0);
-  for (int32_t e : a.routes) ++a.expert_first[e + 1];
-  for (int64_t e = 0; e < n_experts; ++e) a.expert_first[e + 1] += a.expert_first[e];
-  std::vector<int64_t> next(a.expert_first.begin(), a.expert_first.end() - 1);
-  a.slot_of_row.resize(slots);
-  for (int64_t slot = 0; slot < slots; ++slot) {
-    a.slot_of_row[next[a.routes[slot]]++] = static_cast<int32_t>(slot);
-  }
+  std::vector<int64_t> next;
+  models::sort_slots_by_expert(a.routes, n_experts, &a.expert_first, &a.slot_of_row, &next);
   a.expert_x.resize(slots * d);
   for (int64_t r = 0; r < slots; ++r) {
     std::copy_n(a.h2.data() + (a.slot_of_row[r] / k) * d, d, a.expert_x.data() + r * d);
@@ -178,15 +171,7 @@ void moe_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, int64_t
                       a.up.data() + r0 * inter, a.act.data() + r0 * inter,
                       a.expert_y.data() + r0 * d, pool);
   }
-  // Experts in ascending order, each adding its weighted rows, as transformers' index_add_ loop.
-  std::fill_n(out, m * d, T(0));
-  for (int64_t r = 0; r < slots; ++r) {
-    const int32_t slot = a.slot_of_row[r];
-    const T weight = a.route_w[slot];
-    T* o = out + (slot / k) * d;
-    const T* y = a.expert_y.data() + r * d;
-    for (int64_t j = 0; j < d; ++j) o[j] += y[j] * weight;
-  }
+  models::combine_expert_rows<T>(a.slot_of_row, k, a.route_w.data(), a.expert_y.data(), m, d, out);
   if (!b.has_shared()) return;
   const int64_t s_inter = b.moe.shared_intermediate;
   a.s_gate.resize(m * s_inter);
