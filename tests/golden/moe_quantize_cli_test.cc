@@ -66,6 +66,17 @@ class MoeQuantizeCli : public ::testing::TestWithParam<std::string> {
 
 using testing::prompt_logits;
 
+// A pre-tokenized calibration file: `samples` lines of `len` ids, id t of sample s being
+// (s * a + t * b) % 95 + 1 (inside the tiny vocabulary, never 0).
+void write_token_calibration(const std::string& file, int samples, int len, int a, int b) {
+  std::ofstream f(file);
+  for (int s = 0; s < samples; ++s) {
+    nlohmann::json ids = nlohmann::json::array();
+    for (int t = 0; t < len; ++t) ids.push_back((s * a + t * b) % 95 + 1);
+    f << nlohmann::json{{"input_ids", ids}}.dump() << "\n";
+  }
+}
+
 // The summary's per-block rows "| i | <RTN loss> | <best loss> | ..." of a tuned run: each best
 // well below its RTN loss (random weights at W4 lose 3-5x less after 30 steps here).
 void tuned_blocks_improve(const std::string& out, int n_blocks) {
@@ -162,15 +173,7 @@ TEST_P(MoeQuantizeCli, ExpertsOfOneLayerMustShareAQuantization) {
 // expert a calibration token reaches gets the imatrix-weighted scale search, the others RTN
 // (counted in the summary), and the result beats plain RTN on the same weights.
 TEST_P(MoeQuantizeCli, OptRtnSearchesEveryRoutedExpert) {
-  // Pre-tokenized calibration: 8 samples of 24 ids.
-  {
-    std::ofstream f(path("calib.jsonl"));
-    for (int s = 0; s < 8; ++s) {
-      nlohmann::json ids = nlohmann::json::array();
-      for (int t = 0; t < 24; ++t) ids.push_back((s * 37 + t * 11) % 95 + 1);
-      f << nlohmann::json{{"input_ids", ids}}.dump() << "\n";
-    }
-  }
+  write_token_calibration(path("calib.jsonl"), 8, 24, 37, 11);
   const std::string common =
       " --bits 4 --group_size 32 --nsamples 8 --seqlen 24 --dataset " + path("calib.jsonl");
   CliResult opt =
@@ -260,14 +263,7 @@ TEST_P(MoeQuantizeCli, InspectCountsTheActiveParameters) {
 // experts): every expert and the shared expert come out packed, the router stays 16-bit, and
 // each block's best loss is below its RTN loss (iteration 0), which the summary prints.
 TEST_P(MoeQuantizeCli, AutoRoundTunesEveryExpert) {
-  {
-    std::ofstream f(path("calib.jsonl"));
-    for (int s = 0; s < 4; ++s) {
-      nlohmann::json ids = nlohmann::json::array();
-      for (int t = 0; t < 16; ++t) ids.push_back((s * 29 + t * 13) % 95 + 1);
-      f << nlohmann::json{{"input_ids", ids}}.dump() << "\n";
-    }
-  }
+  write_token_calibration(path("calib.jsonl"), 4, 16, 29, 13);
   CliResult q = run_cli("quantize --model " + src() + " --output_dir " + path("t") +
                         " --iters 30 --bits 4 --group_size 32 --nsamples 4 --seqlen 16 " +
                         "--batch_size 4 --dataset " + path("calib.jsonl"));
