@@ -2,8 +2,10 @@
 // at the Qwen2.5-0.5B linear shapes for 512 tokens and at the tuner's own (a Qwen3-0.6B block
 // on one mini-batch: 8 samples x 512 tokens, as bench_quantize_vs_autoround.sh runs it), both
 // products the backward needs (dX = dY W: A plain; dW = dY^T X: A transposed), 1 and 2 threads,
-// next to ops::linear's forward GEMM on the same shape as the yardstick. Counter: GFLOP/s (2 m n
-// k). Run: build/gemm_bench --benchmark_filter=...
+// next to ops::linear's forward GEMM on the same shape as the yardstick; and the forward x W^T
+// as a gemm (B = W^T through its strides), each with f32 and with bf16 products (ops::Products;
+// SmolLM2-135M shapes are the OPT-RTN calibration forward's). Counter: GFLOP/s (2 m n k).
+// Run: build/gemm_bench --benchmark_filter=...
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -34,7 +36,11 @@ constexpr Shape kShapes[] = {{"qwen0.5b_q_o", 896, 896, 512},
                              {"tuner_qwen3_0.6b_kv", 1024, 1024, 4096},
                              {"tuner_qwen3_0.6b_o", 1024, 2048, 4096},
                              {"tuner_qwen3_0.6b_gate_up", 3072, 1024, 4096},
-                             {"tuner_qwen3_0.6b_down", 1024, 3072, 4096}};
+                             {"tuner_qwen3_0.6b_down", 1024, 3072, 4096},
+                             {"smollm2_q_o", 576, 576, 4096},
+                             {"smollm2_kv", 192, 576, 4096},
+                             {"smollm2_gate_up", 1536, 576, 4096},
+                             {"smollm2_down", 576, 1536, 4096}};
 
 std::vector<float> filled(int64_t count, uint32_t seed) {
   std::vector<float> v(count);
@@ -46,9 +52,10 @@ std::vector<float> filled(int64_t count, uint32_t seed) {
   return v;
 }
 
-enum class Product { kInputGrad, kWeightGrad, kForward };
+enum class Product { kInputGrad, kWeightGrad, kForward, kGemmForward };
 
-void run(benchmark::State& state, Isa isa, Shape shape, Product product, int threads) {
+void run(benchmark::State& state, Isa isa, Shape shape, Product product, ops::Products products,
+         int threads) {
   if (!kernels::isa_supported(isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
@@ -63,6 +70,10 @@ void run(benchmark::State& state, Isa isa, Shape shape, Product product, int thr
     args = ops::gemm_args(dy.data(), false, w.data(), out.data(), m, k, n, false);
   } else if (product == Product::kWeightGrad) {  // dW[n, k] = dY^T[n, m] X[m, k]
     args = ops::gemm_args(dy.data(), true, x.data(), out.data(), n, k, m, false);
+  } else if (product == Product::kGemmForward) {  // Y[m, n] = X[m, k] W^T: B(p, j) = w[j k + p]
+    args = ops::gemm_args(x.data(), false, w.data(), out.data(), m, n, k, false);
+    args.ldb = 1;
+    args.b_col_stride = k;
   }
   Tensor wt;
   wt.dtype = DType::kF32;
@@ -71,7 +82,7 @@ void run(benchmark::State& state, Isa isa, Shape shape, Product product, int thr
   for (auto _ : state) {
     const Status st = product == Product::kForward
                           ? ops::linear_with_isa(isa, x.data(), m, wt, nullptr, out.data(), pool)
-                          : ops::gemm_with_isa(isa, args, &pool);
+                          : ops::gemm_with_isa(isa, args, &pool, products);
     if (!st.ok()) state.SkipWithError(st.message().c_str());
     benchmark::DoNotOptimize(out.data());
   }
@@ -80,19 +91,24 @@ void run(benchmark::State& state, Isa isa, Shape shape, Product product, int thr
 }
 
 void register_all() {
-  const std::pair<Product, const char*> products[] = {{Product::kInputGrad, "dX=dY*W"},
-                                                      {Product::kWeightGrad, "dW=dYT*X"},
-                                                      {Product::kForward, "linear_fwd"}};
+  const std::pair<Product, const char*> kinds[] = {{Product::kInputGrad, "dX=dY*W"},
+                                                   {Product::kWeightGrad, "dW=dYT*X"},
+                                                   {Product::kForward, "linear_fwd"},
+                                                   {Product::kGemmForward, "gemm_fwd"}};
   for (const Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
     for (const Shape& shape : kShapes) {
-      for (const auto& [product, label] : products) {
-        for (const int threads : {1, 2}) {
-          if (isa == Isa::kRef && threads == 2) continue;
-          const std::string name = std::string("gemm/") + kernels::isa_name(isa) + "/" +
-                                   shape.name + "/" + label + "/t" + std::to_string(threads);
-          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
-            run(s, isa, shape, product, threads);
-          })->Unit(benchmark::kMillisecond);
+      for (const auto& [product, label] : kinds) {
+        for (const ops::Products products : {ops::Products::kF32, ops::Products::kBf16}) {
+          if (product == Product::kForward && products == ops::Products::kBf16) continue;
+          for (const int threads : {1, 2}) {
+            if (isa == Isa::kRef && threads == 2) continue;
+            const std::string name = std::string("gemm/") + kernels::isa_name(isa) + "/" +
+                                     shape.name + "/" + label + "/" + ops::products_name(products) +
+                                     "/t" + std::to_string(threads);
+            benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+              run(s, isa, shape, product, products, threads);
+            })->Unit(benchmark::kMillisecond);
+          }
         }
       }
     }

@@ -73,6 +73,7 @@ Result<quant::QuantizeOptions> options_from_flags(const Flags& f) {
   o.dataset = f.get("dataset");
   o.quant_lm_head = f.get_bool("quant_lm_head");
   o.disable_opt_rtn = f.get_bool("disable_opt_rtn");
+  o.amp = !f.get_bool("disable_amp");
   if (w8a8 && !f.has("iters")) {
     o.iters = 0;
     o.disable_opt_rtn = true;
@@ -183,6 +184,10 @@ int cmd_quantize(const Args& args) {
            "per-layer schemes: JSON (or a file), e.g. {\"down_proj\": {\"bits\": 8}}")
       .add("quant_lm_head", "also quantize lm_head (refused when tied to the embeddings)", true)
       .add("disable_opt_rtn", "with --iters 0: pure RTN, streamed without building the model", true)
+      .add("disable_amp",
+           "calibration forwards and tuning with f32 products (default: bf16 products with f32 "
+           "sums, as the tool's bf16 autocast)",
+           true)
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()))
       .add("overwrite", "replace an existing --output_dir", true)
       .add("verify", "evaluate the result against --model on held-out text (quantserve eval)",

@@ -24,4 +24,18 @@ void scale_search_errors(const float* w, const float* imat, int64_t count, const
                                errors);
 }
 
+void scale_candidates_with_isa(kernels::Isa isa, float gmax, int half, double step, int imax,
+                               float* out) {
+  QS_CHECK(kernels::isa_supported(isa));
+  if (isa == kernels::Isa::kAvx512) {
+    kernels::cpu::scale_candidates_avx512(gmax, half, step, imax, out);
+  } else {
+    kernels::ref::scale_candidates(gmax, half, step, imax, out);
+  }
+}
+
+void scale_candidates(float gmax, int half, double step, int imax, float* out) {
+  scale_candidates_with_isa(kernels::active_isa(), gmax, half, step, imax, out);
+}
+
 }  // namespace qs::ops

@@ -20,4 +20,10 @@ void scale_search_errors_with_isa(kernels::Isa isa, const float* w, const float*
                                   int64_t count, const float* scales, int64_t n_scales, int half,
                                   double* errors);
 
+// The candidate scales of one group (kernels/ref/scale_search_ref.h: 2 imax + 1 of them into
+// out, the f16 values RTN would store), the same floats on every kernel.
+void scale_candidates(float gmax, int half, double step, int imax, float* out);
+void scale_candidates_with_isa(kernels::Isa isa, float gmax, int half, double step, int imax,
+                               float* out);
+
 }  // namespace qs::ops

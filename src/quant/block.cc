@@ -113,13 +113,13 @@ void swiglu_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, int6
   if (m == 0) return;
   const int gi = mlp_linear(g, kMlpGate), ui = mlp_linear(g, kMlpUp), di = mlp_linear(g, kMlpDown);
   const int64_t d = b.hidden, inter = b.out_features(gi);
-  linear_forward<T>(h, m, d, w[gi], inter, bias_or_null(b.bias[gi]), gate, pool);
-  linear_forward<T>(h, m, d, w[ui], inter, bias_or_null(b.bias[ui]), up, pool);
+  linear_forward<T>(h, m, d, w[gi], inter, bias_or_null(b.bias[gi]), gate, pool, b.products);
+  linear_forward<T>(h, m, d, w[ui], inter, bias_or_null(b.bias[ui]), up, pool, b.products);
   pool.parallel_for(
       m * inter,
       [&](int64_t b0, int64_t e) { silu_mul_forward<T>(gate + b0, up + b0, e - b0, act + b0); },
       kElementGrain);
-  linear_forward<T>(act, m, inter, w[di], d, bias_or_null(b.bias[di]), y, pool);
+  linear_forward<T>(act, m, inter, w[di], d, bias_or_null(b.bias[di]), y, pool, b.products);
 }
 
 // Its backward from dy [m, hidden]: dh [m, hidden] accumulated, dW of the three linears added.
@@ -133,15 +133,15 @@ void swiglu_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
   const int gi = mlp_linear(g, kMlpGate), ui = mlp_linear(g, kMlpUp), di = mlp_linear(g, kMlpDown);
   const int64_t d = b.hidden, inter = b.out_features(gi);
   std::fill_n(dact, m * inter, T(0));  // the weight gradient accumulates, so dX does too
-  linear_backward<T>(act, dy, m, inter, w[di], d, dact, dw[di], true, pool);
+  linear_backward<T>(act, dy, m, inter, w[di], d, dact, dw[di], true, pool, b.products);
   pool.parallel_for(
       m * inter,
       [&](int64_t b0, int64_t e) {
         silu_mul_backward<T>(gate + b0, up + b0, dact + b0, e - b0, dgate + b0, dup + b0);
       },
       kElementGrain);
-  linear_backward<T>(h, dgate, m, d, w[gi], inter, dh, dw[gi], true, pool);
-  linear_backward<T>(h, dup, m, d, w[ui], inter, dh, dw[ui], true, pool);
+  linear_backward<T>(h, dgate, m, d, w[gi], inter, dh, dw[gi], true, pool, b.products);
+  linear_backward<T>(h, dup, m, d, w[ui], inter, dh, dw[ui], true, pool, b.products);
 }
 
 // out [m, hidden] = the MoE MLP on h2 (models::moe_block's math), saving what the backward needs.
@@ -302,11 +302,11 @@ void block_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const
   a.k.resize(m * kv_dim);
   a.v.resize(m * kv_dim);
   linear_forward<T>(a.h1.data(), m, d, w[kQProj], q_dim, bias_or_null(b.bias[kQProj]), a.q.data(),
-                    pool);
+                    pool, b.products);
   linear_forward<T>(a.h1.data(), m, d, w[kKProj], kv_dim, bias_or_null(b.bias[kKProj]), a.k.data(),
-                    pool);
+                    pool, b.products);
   linear_forward<T>(a.h1.data(), m, d, w[kVProj], kv_dim, bias_or_null(b.bias[kVProj]), a.v.data(),
-                    pool);
+                    pool, b.products);
   if (!b.q_norm.empty()) {
     // Qwen3: RMSNorm over head_dim of each head, before RoPE.
     a.q_pre = a.q;
@@ -338,7 +338,8 @@ void block_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const
                     b.n_kv_heads,
                     hd,
                     b.sliding_window,
-                    1.0 / std::sqrt(static_cast<double>(hd))};
+                    1.0 / std::sqrt(static_cast<double>(hd)),
+                    b.products};
   a.attn.resize(m * q_dim);
   a.lse.resize(n_seqs * b.n_heads * seqlen);
   attention_forward<T>(as, a.q.data(), a.k.data(), a.v.data(), mask, a.attn.data(), a.lse.data(),
@@ -346,7 +347,7 @@ void block_forward(const BlockTensors<T>& b, const PerLinear<const T*>& w, const
 
   a.x2.resize(m * d);
   linear_forward<T>(a.attn.data(), m, q_dim, w[kOProj], d, bias_or_null(b.bias[kOProj]),
-                    a.x2.data(), pool);
+                    a.x2.data(), pool, b.products);
   for (int64_t i = 0; i < m * d; ++i) a.x2[i] += x[i];
 
   a.inv_rms2.resize(m);
@@ -396,7 +397,7 @@ void block_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
   std::vector<T>& dattn = sc.dattn;
   dattn.assign(m * q_dim, T(0));
   linear_backward<T>(a.attn.data(), dx2.data(), m, q_dim, w[kOProj], d, dattn.data(), dw[kOProj],
-                     true, pool);
+                     true, pool, b.products);
   std::vector<T>&dq = sc.dq, &dk = sc.dk, &dv = sc.dv;
   dq.resize(m * q_dim);
   dk.resize(m * kv_dim);
@@ -407,7 +408,8 @@ void block_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
                     b.n_kv_heads,
                     hd,
                     b.sliding_window,
-                    1.0 / std::sqrt(static_cast<double>(hd))};
+                    1.0 / std::sqrt(static_cast<double>(hd)),
+                    b.products};
   attention_backward<T>(as, a.q.data(), a.k.data(), a.v.data(), mask, a.attn.data(), a.lse.data(),
                         dattn.data(), dq.data(), dk.data(), dv.data(), pool);
   for (int64_t s = 0; s < a.n_seqs; ++s) {
@@ -433,9 +435,12 @@ void block_backward(const BlockTensors<T>& b, const PerLinear<const T*>& w,
     sc.dh1.assign(m * d, T(0));
     dh1 = sc.dh1.data();
   }
-  linear_backward<T>(a.h1.data(), dq.data(), m, d, w[kQProj], q_dim, dh1, dw[kQProj], true, pool);
-  linear_backward<T>(a.h1.data(), dk.data(), m, d, w[kKProj], kv_dim, dh1, dw[kKProj], true, pool);
-  linear_backward<T>(a.h1.data(), dv.data(), m, d, w[kVProj], kv_dim, dh1, dw[kVProj], true, pool);
+  linear_backward<T>(a.h1.data(), dq.data(), m, d, w[kQProj], q_dim, dh1, dw[kQProj], true, pool,
+                     b.products);
+  linear_backward<T>(a.h1.data(), dk.data(), m, d, w[kKProj], kv_dim, dh1, dw[kKProj], true, pool,
+                     b.products);
+  linear_backward<T>(a.h1.data(), dv.data(), m, d, w[kVProj], kv_dim, dh1, dw[kVProj], true, pool,
+                     b.products);
   if (dx != nullptr) {
     std::copy(dx2.begin(), dx2.end(), dx);
     norm_backward<T>(pool, a.x.data(), a.inv_rms1.data(), dh1, m, d, b.attn_norm.data(), dx, true);

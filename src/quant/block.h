@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "models/blocks.h"
 #include "models/model_config.h"
+#include "ops/gemm.h"
 
 namespace qs::quant {
 
@@ -52,6 +53,11 @@ struct BlockTensors {
   models::MoeConfig moe;
   std::vector<T> router;
   std::vector<T> shared_gate;
+  // How the float block rounds the products of its linears and attention: bf16 is the tool's
+  // amp=True (bf16 autocast, its CPU default), f32 its --disable_amp. The router and the
+  // shared-expert gate stay f32 (inference runs them so, and routing is what a rounding would
+  // flip). The double block ignores it.
+  ops::Products products = ops::Products::kF32;
 
   bool sparse() const { return moe.n_experts > 0; }
   bool has_shared() const { return sparse() && moe.shared_intermediate > 0; }

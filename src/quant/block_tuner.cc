@@ -238,13 +238,15 @@ Status block_output(const BlockTensors<float>& b,
     formats::dequantize(*weights[i], deq[i].data());
     wptr[i] = deq[i].data();
   }
-  // A few samples at a time bound the saved activations' memory.
+  // A few samples at a time bound the saved activations' memory; one set of buffers serves
+  // every chunk (fresh ones would be faulted in and cleared by the kernel anew each time).
   constexpr int64_t kChunk = 8;
   const int64_t row = calib.seqlen * b.hidden;
+  BlockActivations<float> act;
   for (int64_t s0 = 0; s0 < calib.n_samples; s0 += kChunk) {
     const int64_t n = std::min(kChunk, calib.n_samples - s0);
     block_forward<float>(b, wptr, calib.inputs + s0 * row, n, calib.seqlen,
-                         calib.mask ? calib.mask + s0 * calib.seqlen : nullptr, nullptr,
+                         calib.mask ? calib.mask + s0 * calib.seqlen : nullptr, &act,
                          out + s0 * row, pool);
   }
   return ok_status();

@@ -27,6 +27,8 @@ struct TuneOptions {
   int gradient_accumulate_steps = 1;  // mini-batches summed into one step
   uint64_t seed = 42;                 // batch sampling order
   bool enable_minmax_tuning = true;   // false: alpha = beta = 1 stay fixed, only V is tuned
+  // The products of tune_linear (lm_head); a block's are BlockTensors::products.
+  ops::Products products = ops::Products::kF32;
 };
 
 // Calibration data of one block, row-major f32:

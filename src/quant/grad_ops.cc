@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -18,7 +19,7 @@ template <>
 void matmul<float>(const MatMul<float>& g, ThreadPool* pool) {
   const kernels::GemmArgs args{g.a,   g.a_rs, g.a_cs, g.b, g.ldb,       g.c,
                                g.ldc, g.m,    g.n,    g.k, g.accumulate};
-  const Status st = ops::gemm(args, pool);
+  const Status st = ops::gemm(args, pool, g.products);
   QS_CHECK_MSG(st.ok(), st.message().c_str());
 }
 
@@ -36,7 +37,19 @@ void matmul<double>(const MatMul<double>& g, ThreadPool*) {
 
 template <>
 void linear_forward<float>(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
-                           const float* bias, float* y, ThreadPool& pool) {
+                           const float* bias, float* y, ThreadPool& pool, ops::Products products) {
+  if (products == ops::Products::kBf16) {
+    // y = bias + x W^T, B(p, j) = w[j k + p]: the bf16 GEMM packs W^T through its strides.
+    if (bias != nullptr) {
+      for (int64_t i = 0; i < m; ++i) std::copy_n(bias, n, y + i * n);
+    }
+    kernels::GemmArgs args = ops::gemm_args(x, false, w, y, m, n, k, bias != nullptr);
+    args.ldb = 1;
+    args.b_col_stride = k;
+    const Status st = ops::gemm(args, &pool, products);
+    QS_CHECK_MSG(st.ok(), st.message().c_str());
+    return;
+  }
   Tensor view;  // borrowed: the owned f32 buffer of a quantized-dequantized weight
   view.dtype = DType::kF32;
   view.shape = {n, k};
@@ -47,7 +60,7 @@ void linear_forward<float>(const float* x, int64_t m, int64_t k, const float* w,
 
 template <>
 void linear_forward<double>(const double* x, int64_t m, int64_t k, const double* w, int64_t n,
-                            const double* bias, double* y, ThreadPool&) {
+                            const double* bias, double* y, ThreadPool&, ops::Products) {
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double acc = bias != nullptr ? bias[j] : 0.0;
@@ -59,11 +72,11 @@ void linear_forward<double>(const double* x, int64_t m, int64_t k, const double*
 
 template <class T>
 void linear_backward(const T* x, const T* dy, int64_t m, int64_t k, const T* w, int64_t n, T* dx,
-                     T* dw, bool accumulate, ThreadPool& pool) {
+                     T* dw, bool accumulate, ThreadPool& pool, ops::Products products) {
   // dX[m, k] = dY[m, n] * W[n, k]
-  if (dx != nullptr) matmul<T>({dy, n, 1, w, k, dx, k, m, k, n, accumulate}, &pool);
+  if (dx != nullptr) matmul<T>({dy, n, 1, w, k, dx, k, m, k, n, accumulate, products}, &pool);
   // dW[n, k] = dY^T[n, m] * X[m, k]: A(i, p) = dy[p * n + i]
-  if (dw != nullptr) matmul<T>({dy, 1, n, x, k, dw, k, n, k, m, accumulate}, &pool);
+  if (dw != nullptr) matmul<T>({dy, 1, n, x, k, dw, k, n, k, m, accumulate, products}, &pool);
 }
 
 template <class T>
@@ -133,7 +146,11 @@ void rope_backward(T* dx, int64_t n_tokens, int64_t n_heads, int64_t head_dim, c
 
 template <class T>
 void silu_mul_forward(const T* gate, const T* up, int64_t n, T* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (T(1) + std::exp(-gate[i])) * up[i];
+  if constexpr (std::is_same_v<T, float>) {
+    ops::silu_mul(gate, up, n, out);  // the vector exp of ops (a few ulp of std::exp)
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (T(1) + std::exp(-gate[i])) * up[i];
+  }
 }
 
 template <class T>
@@ -209,17 +226,40 @@ void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* 
                    const uint8_t* mask_row, int64_t i0, int64_t i1, T* p, T* lse_out,
                    const T* lse_in) {
   const int64_t n = s.seqlen, cols = i1;
-  matmul<T>({qh + i0 * q_ld, q_ld, 1, kt, n, p, n, i1 - i0, cols, s.head_dim, false}, nullptr);
+  matmul<T>({qh + i0 * q_ld, q_ld, 1, kt, n, p, n, i1 - i0, cols, s.head_dim, false, s.products},
+            nullptr);
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   for (int64_t i = i0; i < i1; ++i) {
     T* row = p + (i - i0) * n;
     T mx = kNegInf;
-    for (int64_t j = 0; j < cols; ++j) {
-      if (allowed(s, mask_row, i, j)) {
-        row[j] *= static_cast<T>(s.scale);
-        mx = std::max(mx, row[j]);
-      } else {
-        row[j] = kNegInf;  // exp gives 0 below
+    int64_t live = cols;  // the columns the exponentials see; any past them are 0
+    if (mask_row == nullptr && s.sliding_window == 0) {
+      // Plain causal rows (the calibration's): keys 0..i, branch-free, eight running maxima
+      // (max is exact, so their maximum is the one a single pass finds).
+      live = i + 1;
+      const auto scale = static_cast<T>(s.scale);
+      T m8[8] = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
+      int64_t j = 0;
+      for (; j + 8 <= live; j += 8) {
+        for (int t = 0; t < 8; ++t) {
+          row[j + t] *= scale;
+          m8[t] = std::max(m8[t], row[j + t]);
+        }
+      }
+      for (; j < live; ++j) {
+        row[j] *= scale;
+        m8[0] = std::max(m8[0], row[j]);
+      }
+      mx = *std::max_element(m8, m8 + 8);
+      std::fill(row + live, row + cols, T(0));
+    } else {
+      for (int64_t j = 0; j < cols; ++j) {
+        if (allowed(s, mask_row, i, j)) {
+          row[j] *= static_cast<T>(s.scale);
+          mx = std::max(mx, row[j]);
+        } else {
+          row[j] = kNegInf;  // exp gives 0 below
+        }
       }
     }
     if (mx == kNegInf) {  // no key: output zeros
@@ -232,10 +272,10 @@ void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* 
       l = lse_in[i];
     } else {
       // sum >= 1 (the maximum contributes exp(0)); the max() only tells static analysers so.
-      l = mx + std::log(std::max(exp_row(row, cols, mx, false), T(1)));
+      l = mx + std::log(std::max(exp_row(row, live, mx, false), T(1)));
       lse_out[i] = l;
     }
-    exp_row(row, cols, l, true);
+    exp_row(row, live, l, true);
   }
 }
 
@@ -262,7 +302,8 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
           probabilities<T>(s, qh, q_dim, sc.kt.data(), mask_row, i0, i1, sc.p.data(), lse_h,
                            nullptr);
           // O_h[i0:i1] = P[i0:i1, :i1] V_g[:i1]
-          matmul<T>({sc.p.data(), n, 1, vg, kv_dim, oh + i0 * q_dim, q_dim, i1 - i0, hd, i1, false},
+          matmul<T>({sc.p.data(), n, 1, vg, kv_dim, oh + i0 * q_dim, q_dim, i1 - i0, hd, i1, false,
+                     s.products},
                     nullptr);
         }
       }
@@ -305,10 +346,12 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
           probabilities<T>(s, qh, q_dim, sc.kt.data(), mask_row, i0, i1, p, nullptr,
                            lse + (b * s.n_heads + h) * n);
           // dV_g[:i1] += P^T dO_h[i0:i1]
-          matmul<T>({p, 1, n, doh + i0 * q_dim, q_dim, dvg, kv_dim, i1, hd, rows, true}, nullptr);
-          // dP = dO_h[i0:i1] V_g[:i1]^T
-          matmul<T>({doh + i0 * q_dim, q_dim, 1, sc.vt.data(), n, dp, n, rows, i1, hd, false},
+          matmul<T>({p, 1, n, doh + i0 * q_dim, q_dim, dvg, kv_dim, i1, hd, rows, true, s.products},
                     nullptr);
+          // dP = dO_h[i0:i1] V_g[:i1]^T
+          matmul<T>(
+              {doh + i0 * q_dim, q_dim, 1, sc.vt.data(), n, dp, n, rows, i1, hd, false, s.products},
+              nullptr);
           // dS = P * (dP - rowsum(dO * O)) * scale (softmax backward; rowsum(P dP) = dO . O)
           for (int64_t i = i0; i < i1; ++i) {
             T d = 0;
@@ -319,8 +362,11 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
               dpr[j] = pr[j] * (dpr[j] - d) * static_cast<T>(s.scale);
           }
           // dQ_h[i0:i1] = dS K_g[:i1]; dK_g[:i1] += dS^T Q_h[i0:i1]
-          matmul<T>({dp, n, 1, kg, kv_dim, dqh + i0 * q_dim, q_dim, rows, hd, i1, false}, nullptr);
-          matmul<T>({dp, 1, n, qh + i0 * q_dim, q_dim, dkg, kv_dim, i1, hd, rows, true}, nullptr);
+          matmul<T>(
+              {dp, n, 1, kg, kv_dim, dqh + i0 * q_dim, q_dim, rows, hd, i1, false, s.products},
+              nullptr);
+          matmul<T>({dp, 1, n, qh + i0 * q_dim, q_dim, dkg, kv_dim, i1, hd, rows, true, s.products},
+                    nullptr);
         }
       }
     }
@@ -329,7 +375,7 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
 
 #define QS_INSTANTIATE(T)                                                                          \
   template void linear_backward<T>(const T*, const T*, int64_t, int64_t, const T*, int64_t, T*,    \
-                                   T*, bool, ThreadPool&);                                         \
+                                   T*, bool, ThreadPool&, ops::Products);                          \
   template void rms_norm_forward<T>(const T*, int64_t, int64_t, const T*, double, T*, T*);         \
   template void rms_norm_backward<T>(const T*, const T*, const T*, int64_t, int64_t, const T*, T*, \
                                      bool);                                                        \

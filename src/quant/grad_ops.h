@@ -8,12 +8,14 @@
 #include <cstdint>
 
 #include "core/thread_pool.h"
+#include "ops/gemm.h"
 
 namespace qs::quant {
 
 // C[m, n] (+)= A[m, k] * B[k, n], A(i, p) = a[i * a_rs + p * a_cs], B(p, j) = b[p * ldb + j],
-// C(i, j) = c[i * ldc + j]. Float goes to ops::gemm (AVX-512/AVX2/ref); double to plain loops.
-// pool == nullptr runs on the calling thread.
+// C(i, j) = c[i * ldc + j]. Float goes to ops::gemm (AVX-512/AVX2/ref) with `products` (bf16:
+// the tool's autocast); double to plain loops, which ignore `products` (the gradient tests check
+// the calculus, not the rounding). pool == nullptr runs on the calling thread.
 template <class T>
 struct MatMul {
   const T* a;
@@ -24,28 +26,31 @@ struct MatMul {
   int64_t ldc;
   int64_t m, n, k;
   bool accumulate;
+  ops::Products products = ops::Products::kF32;
 };
 template <class T>
 void matmul(const MatMul<T>& g, ThreadPool* pool);
 
-// y[m, n] = x[m, k] * w[n, k]^T + bias (bias [n] or nullptr). Float uses ops::linear.
+// y[m, n] = x[m, k] * w[n, k]^T + bias (bias [n] or nullptr). Float uses ops::linear (f32
+// products) or ops::gemm with B = w^T (bf16 products); double ignores `products`.
 template <class T>
 void linear_forward(const T* x, int64_t m, int64_t k, const T* w, int64_t n, const T* bias, T* y,
-                    ThreadPool& pool);
+                    ThreadPool& pool, ops::Products products = ops::Products::kF32);
 // Its two definitions are explicit specializations (grad_ops.cc), declared here so that no
 // caller instantiates the primary template, which has no body.
 template <>
 void linear_forward<float>(const float* x, int64_t m, int64_t k, const float* w, int64_t n,
-                           const float* bias, float* y, ThreadPool& pool);
+                           const float* bias, float* y, ThreadPool& pool, ops::Products products);
 template <>
 void linear_forward<double>(const double* x, int64_t m, int64_t k, const double* w, int64_t n,
-                            const double* bias, double* y, ThreadPool& pool);
+                            const double* bias, double* y, ThreadPool& pool, ops::Products);
 // dx[m, k] (+)= dy * w and dw[n, k] (+)= dy^T * x: `accumulate` adds into both (inputs shared
 // by q/k/v and gate/up; weight gradients summed over accumulation steps). Either output may be
 // nullptr. The bias is not trained.
 template <class T>
 void linear_backward(const T* x, const T* dy, int64_t m, int64_t k, const T* w, int64_t n, T* dx,
-                     T* dw, bool accumulate, ThreadPool& pool);
+                     T* dw, bool accumulate, ThreadPool& pool,
+                     ops::Products products = ops::Products::kF32);
 
 // HF LlamaRMSNorm: y = x / sqrt(mean(x^2) + eps) * weight over rows of d; saves the inverse
 // rms of each row in inv_rms[m] for the backward. y may alias x.
@@ -81,7 +86,8 @@ struct AttentionShape {
   int64_t n_seqs = 0, seqlen = 0;
   int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int64_t sliding_window = 0;
-  double scale = 0;  // 1 / sqrt(head_dim)
+  double scale = 0;                              // 1 / sqrt(head_dim)
+  ops::Products products = ops::Products::kF32;  // of Q K^T and P V (and their backward)
 };
 //   q [tokens, n_heads * head_dim]; k, v [tokens, n_kv_heads * head_dim]; mask [n_seqs, seqlen]
 //   (nullptr: every position valid); out [tokens, n_heads * head_dim];

@@ -81,10 +81,12 @@ Result<LinearTuneResult> tune_linear(const float* w, int64_t n, int64_t k,
         const int64_t m = std::min(chunk, seqlen - t0);
         const float* xq = calib.inputs + s * row + t0 * k;
         const uint8_t* lm = calib.loss_mask ? calib.loss_mask + s * seqlen + t0 : nullptr;
-        linear_forward<float>(fp + s * row + t0 * k, m, k, w, n, nullptr, t.data(), pool);
-        linear_forward<float>(xq, m, k, wq.data(), n, nullptr, y.data(), pool);
+        linear_forward<float>(fp + s * row + t0 * k, m, k, w, n, nullptr, t.data(), pool,
+                              opt.products);
+        linear_forward<float>(xq, m, k, wq.data(), n, nullptr, y.data(), pool, opt.products);
         sum += squared_error(y.data(), t.data(), lm, m, n, scale, dy.data());
-        linear_backward<float>(xq, dy.data(), m, k, wq.data(), n, nullptr, dw.data(), true, pool);
+        linear_backward<float>(xq, dy.data(), m, k, wq.data(), n, nullptr, dw.data(), true, pool,
+                               opt.products);
       }
     }
     const double loss = elements > 0 ? sum / static_cast<double>(elements) : 0.0;

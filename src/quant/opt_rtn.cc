@@ -12,20 +12,6 @@
 #include "ops/scale_search.h"
 
 namespace qs::quant {
-namespace {
-
-float to_f16(float v) {
-  return f16_to_f32(f32_to_f16(v));
-}
-
-// The f16 scale as RTN stores it, with AutoRound's 1e-5 magnitude floor (formats/rtn.cc).
-float stored_scale(float s) {
-  const float floor_f16 = to_f16(1e-5f);
-  s = to_f16(s);
-  return s < 0 ? std::min(s, -floor_f16) : std::max(s, floor_f16);
-}
-
-}  // namespace
 
 formats::QuantizedWeight opt_rtn(const float* w, int64_t n, int64_t k, int bits, int64_t group_size,
                                  bool sym, const float* imatrix, ThreadPool* pool) {
@@ -53,10 +39,7 @@ formats::QuantizedWeight opt_rtn(const float* w, int64_t n, int64_t k, int bits,
           if (std::abs(wg[j]) > std::abs(gmax)) gmax = wg[j];
         if (gmax == 0) continue;  // all zero: RTN's floored scale already reproduces it exactly
         scales[0] = q.scales[r * groups + g];
-        for (int i = -imax; i <= imax; ++i) {
-          const double iscale = -(half - step * i) / gmax;
-          scales[i + imax + 1] = stored_scale(static_cast<float>(1.0 / iscale));
-        }
+        ops::scale_candidates(gmax, half, step, imax, scales.data() + 1);
         ops::scale_search_errors(wg, ig, c1 - c0, scales.data(), n_candidates, half, errors.data());
         int64_t best = 0;
         for (int64_t c = 1; c < n_candidates; ++c) {
@@ -116,10 +99,12 @@ Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b
       y_chunk = y.data();
     }
     block_forward<float>(b, w, calib.inputs + s0 * row, n, calib.seqlen, mask, &act, y_chunk, pool);
-    for (int i : {kQProj, kKProj, kVProj}) add(i, act.h1.data(), mask, tokens);
+    // Linears that read the same input (q/k/v; each gate/up pair) share one pass of sums,
+    // copied to the others below.
+    add(kQProj, act.h1.data(), mask, tokens);
     add(kOProj, act.attn.data(), mask, tokens);
     if (!b.sparse()) {
-      for (int i : {kGateProj, kUpProj}) add(i, act.h2.data(), mask, tokens);
+      add(kGateProj, act.h2.data(), mask, tokens);
       add(kDownProj, act.act.data(), mask, tokens);
       continue;
     }
@@ -131,16 +116,23 @@ Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b
     for (int64_t e = 0; e < b.moe.n_experts; ++e) {
       const int64_t r0 = act.expert_first[e], rows = act.expert_first[e + 1] - r0;
       const uint8_t* m = mask != nullptr ? row_mask.data() + r0 : nullptr;
-      for (int which : {kMlpGate, kMlpUp})
-        add(mlp_linear(e, which), act.expert_x.data() + r0 * d, m, rows);
+      add(mlp_linear(e, kMlpGate), act.expert_x.data() + r0 * d, m, rows);
       add(mlp_linear(e, kMlpDown), act.act.data() + r0 * inter, m, rows);
     }
     if (b.has_shared()) {
       const int64_t g = b.moe.n_experts;
-      for (int which : {kMlpGate, kMlpUp}) add(mlp_linear(g, which), act.h2.data(), mask, tokens);
+      add(mlp_linear(g, kMlpGate), act.h2.data(), mask, tokens);
       add(mlp_linear(g, kMlpDown), act.s_act.data(), mask, tokens);
     }
   }
+  auto share = [&](int from, int to) {
+    sums[to] = sums[from];
+    seen[to] = seen[from];
+  };
+  share(kQProj, kKProj);
+  share(kQProj, kVProj);
+  const int64_t mlps = b.sparse() ? b.moe.n_experts + (b.has_shared() ? 1 : 0) : 1;
+  for (int64_t g = 0; g < mlps; ++g) share(mlp_linear(g, kMlpGate), mlp_linear(g, kMlpUp));
   PerLinear<std::vector<float>> out(n_linears);
   for (int i = 0; i < n_linears; ++i) {
     if (seen[i] > 0) out[i] = imatrix_of(sums[i], calib.n_samples);

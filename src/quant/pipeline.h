@@ -50,6 +50,9 @@ struct QuantizeOptions {
   double lr = 0;
   double minmax_lr = 0;
   int64_t gradient_accumulate_steps = 1;
+  // The calibration forwards and the tuner's products in bf16 (f32 accumulation), as the tool's
+  // amp=True (its default: bf16 autocast) computes them; false (--disable_amp) keeps them f32.
+  bool amp = true;
   int threads = 1;
 };
 

@@ -305,6 +305,7 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const PlanTarget& 
     if (o.iters > 0 || !o.disable_opt_rtn) {
       if (o.nsamples != 128) qc["nsamples"] = o.nsamples;
       if (o.seqlen != 2048) qc["seqlen"] = o.seqlen;
+      if (!o.amp) qc["amp"] = false;
     }
     if (o.iters > 0) {
       if (o.batch_size != 8) qc["batch_size"] = o.batch_size;

@@ -174,6 +174,7 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
   t.batch_size = static_cast<int>(o.batch_size);
   t.gradient_accumulate_steps = static_cast<int>(o.gradient_accumulate_steps);
   t.seed = o.seed;
+  t.products = o.amp ? ops::Products::kBf16 : ops::Products::kF32;
 
   const int64_t n_blocks = config.n_layers;
   auto head_plan = by_module.find("lm_head");
@@ -190,6 +191,7 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
       return io_error("interrupted; " + o.output_dir + " left as it was");
     const auto block_start = std::chrono::steady_clock::now();
     QS_ASSIGN_OR_RETURN(BlockTensors<float> block, copy_block(model->layer(i), config, i));
+    block.products = t.products;
     // Default kDense: kept in full precision.
     PerLinear<formats::QuantScheme> schemes = block.per_linear<formats::QuantScheme>();
     for (int j = 0; j < block.n_linears(); ++j) {

@@ -102,6 +102,8 @@ TEST_P(AutoRoundTool, SameLossesAndKl) {
   o.seqlen = s["seqlen"];
   o.batch_size = s["batch_size"];
   o.seed = s["seed"];
+  // The fixtures' tool ran with amp=False (f32 products); so do we here.
+  o.amp = s.value("amp", true);
   o.threads = 2;
   auto config = models::load_model_config(model_dir);
   ASSERT_TRUE(config.ok()) << config.status().to_string();

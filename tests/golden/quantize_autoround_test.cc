@@ -320,6 +320,28 @@ TEST_P(QuantizeTuned, SameSeedSameBytes) {
   EXPECT_NE(slurp(path("a") + "/model.safetensors"), slurp(path("c") + "/model.safetensors"));
 }
 
+// --disable_amp keeps the tuner's products f32 (the tool's amp=False) and says so in the config,
+// as the tool writes a non-default setting; the default (bf16 products) writes nothing. The
+// setting reaches the arithmetic: the two checkpoints differ.
+TEST_P(QuantizeTuned, DisableAmpKeepsF32Products) {
+  for (const char* out : {"amp", "no_amp"}) {
+    const bool amp = std::string(out) == "amp";
+    CliResult r = run_cli("quantize --model " + src() + " --output_dir " + path(out) +
+                          " --bits 3 --group_size 32 --iters 10 --nsamples 8 --seqlen 32 "
+                          "--threads 2" +
+                          (amp ? "" : " --disable_amp"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const json written = json::parse(slurp(path(out) + "/quantization_config.json"));
+    if (amp) {
+      EXPECT_FALSE(written.contains("amp")) << written.dump();
+    } else {
+      EXPECT_EQ(written["amp"], false) << written.dump();
+    }
+  }
+  EXPECT_NE(slurp(path("amp") + "/model.safetensors"),
+            slurp(path("no_amp") + "/model.safetensors"));
+}
+
 TEST_P(QuantizeTuned, InterruptedTuningLeavesNothing) {
   int polls = 0;
   auto r = quant::quantize(options("stop", 4, 5), nullptr, [&] { return ++polls > 1; });

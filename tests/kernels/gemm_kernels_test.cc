@@ -1,13 +1,15 @@
-// Kernel consistency tests for ops::gemm (the f32 GEMM of backpropagation): every ISA this CPU
-// has x awkward shapes x transposed A x accumulate x strided operands x 1 and 2 threads,
-// against the scalar oracle kernels::ref::gemm_f32.
+// Kernel consistency tests for ops::gemm (the GEMM of backpropagation): every ISA this CPU has
+// x f32 and bf16 products x awkward shapes x transposed A and B x accumulate x strided operands
+// x 1 and 2 threads, against the scalar oracles kernels::ref::gemm_f32 / gemm_bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 #include <random>
 #include <vector>
 
 #include "../common/isa_skip.h"
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/ref/gemm_ref.h"
@@ -33,13 +35,22 @@ const Case kCases[] = {{1, 1, 1},     {1, 17, 3},     {5, 33, 7},     {6, 16, 25
                        {3, 100, 0},   {17, 48, 33},   {40, 130, 90},  {2, 9, 1000}, {12, 32, 256},
                        {192, 33, 20}, {205, 64, 300}, {397, 70, 520}, {24, 1, 777}};
 
-void check(Isa isa, const Case& c, bool transposed, bool accumulate, int64_t pad, int threads) {
-  std::mt19937 rng(static_cast<uint32_t>(c.m * 31 + c.n * 7 + c.k + transposed + 2 * accumulate));
+float as_bf16(float f) {
+  return bf16_to_f32(f32_to_bf16(f));
+}
+
+void check(Isa isa, ops::Products products, const Case& c, bool transposed, bool b_transposed,
+           bool accumulate, int64_t pad, int threads) {
+  std::mt19937 rng(static_cast<uint32_t>(c.m * 31 + c.n * 7 + c.k + transposed + 2 * accumulate +
+                                         4 * b_transposed));
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  // A stored [m, k + pad] (or [k, m + pad] transposed), B [k, n + pad], C [m, n + pad]: the
-  // padding columns must be left alone.
-  const int64_t a_ld = (transposed ? c.m : c.k) + pad, ldb = c.n + pad, ldc = c.n + pad;
-  std::vector<float> a((transposed ? c.k : c.m) * a_ld + 1), b(c.k * ldb + 1), c0(c.m * ldc);
+  // A stored [m, k + pad] (or [k, m + pad] transposed), B [k, n + pad] (or [n, k + pad]
+  // transposed, as W^T is), C [m, n + pad]: the padding columns must be left alone.
+  const int64_t a_ld = (transposed ? c.m : c.k) + pad, ldc = c.n + pad;
+  const int64_t b_ld = (b_transposed ? c.k : c.n) + pad;
+  const int64_t ldb = b_transposed ? 1 : b_ld, b_cs = b_transposed ? b_ld : 1;
+  std::vector<float> a((transposed ? c.k : c.m) * a_ld + 1),
+      b((b_transposed ? c.n : c.k) * b_ld + 1), c0(c.m * ldc);
   for (float& v : a) v = normal(rng);
   for (float& v : b) v = normal(rng);
   for (float& v : c0) v = normal(rng);
@@ -53,14 +64,16 @@ void check(Isa isa, const Case& c, bool transposed, bool accumulate, int64_t pad
                                c.m,
                                c.n,
                                c.k,
-                               accumulate};
+                               accumulate,
+                               b_cs};
+  const bool bf16 = products == ops::Products::kBf16;
   std::vector<float> want = c0, got = c0;
   kernels::GemmArgs g = base;
   g.c = want.data();
-  kernels::ref::gemm_f32(g, 0, c.m);
+  (bf16 ? kernels::ref::gemm_bf16 : kernels::ref::gemm_f32)(g, 0, c.m);
   g.c = got.data();
   ThreadPool pool(threads);
-  ASSERT_TRUE(ops::gemm_with_isa(isa, g, &pool).ok());
+  ASSERT_TRUE(ops::gemm_with_isa(isa, g, &pool, products).ok());
   for (int64_t i = 0; i < c.m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
       const size_t e = i * ldc + j;
@@ -69,23 +82,58 @@ void check(Isa isa, const Case& c, bool transposed, bool accumulate, int64_t pad
         continue;
       }
       double mag = accumulate ? std::abs(c0[e]) : 0.0;
-      for (int64_t p = 0; p < c.k; ++p)
-        mag += std::abs(a[i * base.a_row_stride + p * base.a_col_stride] * b[p * ldb + j]);
+      for (int64_t p = 0; p < c.k; ++p) {
+        const float av = a[i * base.a_row_stride + p * base.a_col_stride];
+        const float bv = b[p * ldb + j * b_cs];
+        mag += bf16 ? std::abs(as_bf16(av) * as_bf16(bv)) : std::abs(av * bv);
+      }
       ASSERT_NEAR(got[e], want[e], kRelTolerance * (mag + 1e-30) + 1e-30)
-          << kernels::isa_name(isa) << " m=" << c.m << " n=" << c.n << " k=" << c.k
-          << " transposed=" << transposed << " accumulate=" << accumulate << " at " << i << ","
+          << kernels::isa_name(isa) << " " << ops::products_name(products) << " m=" << c.m
+          << " n=" << c.n << " k=" << c.k << " transposed=" << transposed
+          << " b_transposed=" << b_transposed << " accumulate=" << accumulate << " at " << i << ","
           << j;
     }
   }
 }
 
-TEST(GemmKernels, EveryIsaMatchesReference) {
-  for (const Isa isa : testing_util::runnable_isas({Isa::kRef, Isa::kAvx2, Isa::kAvx512})) {
-    for (const Case& c : kCases)
-      for (const bool transposed : {false, true})
+void check_all(Isa isa, ops::Products products) {
+  for (const Case& c : kCases)
+    for (const bool transposed : {false, true})
+      for (const bool b_transposed : {false, true})
         for (const bool accumulate : {false, true})
           for (const int64_t pad : {int64_t{0}, int64_t{3}})
-            for (const int threads : {1, 2}) check(isa, c, transposed, accumulate, pad, threads);
+            for (const int threads : {1, 2})
+              check(isa, products, c, transposed, b_transposed, accumulate, pad, threads);
+}
+
+TEST(GemmKernels, EveryIsaMatchesReference) {
+  for (const Isa isa : testing_util::runnable_isas({Isa::kRef, Isa::kAvx2, Isa::kAvx512}))
+    check_all(isa, ops::Products::kF32);
+}
+
+// The AVX-512 row runs vdpbf16ps where the CPU has AVX512-BF16 and the rounded copies through
+// the f32 kernel otherwise (said below); AVX2 always takes the copies.
+TEST(GemmKernels, Bf16ProductsMatchReference) {
+  for (const Isa isa : testing_util::runnable_isas({Isa::kRef, Isa::kAvx2, Isa::kAvx512})) {
+    if (isa == Isa::kAvx512 && !ops::bf16_products_native(isa)) {
+      std::cout << "[  NOTE    ] no AVX512-BF16 here: the avx512 bf16 row runs the rounded "
+                   "copies, not vdpbf16ps\n";
+    }
+    check_all(isa, ops::Products::kBf16);
+  }
+}
+
+// Operands that bf16 cannot hold: the products see them rounded, not as they are.
+TEST(GemmKernels, Bf16ProductsRoundTheOperands) {
+  ThreadPool pool(1);
+  const float x = 1.0f + 1.0f / 512;  // 1 + 2^-9: bf16 keeps 7 fraction bits, so rounds to 1
+  std::vector<float> a(64, x), b(64, x), c(1);
+  kernels::GemmArgs g = ops::gemm_args(a.data(), false, b.data(), c.data(), 1, 1, 64, false);
+  for (const Isa isa : testing_util::runnable_isas({Isa::kRef, Isa::kAvx2, Isa::kAvx512})) {
+    ASSERT_TRUE(ops::gemm_with_isa(isa, g, &pool, ops::Products::kBf16).ok());
+    EXPECT_EQ(c[0], 64.0f) << kernels::isa_name(isa);
+    ASSERT_TRUE(ops::gemm_with_isa(isa, g, &pool, ops::Products::kF32).ok());
+    EXPECT_NEAR(c[0], 64.0 * x * x, 1e-4) << kernels::isa_name(isa);
   }
 }
 

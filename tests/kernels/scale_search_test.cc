@@ -55,5 +55,32 @@ TEST(ScaleSearch, Avx512MatchesTheScalarSumsBitForBit) {
   }
 }
 
+// The candidate scales: the AVX-512 kernel's are the scalar ones bit for bit, for the grids of
+// every bit width (2 bits: step 0.01 over +-90; else 0.06 over +-100), group maxima of either
+// sign from far below the f16 floor (every candidate floored) through f16's subnormals to past
+// its range (candidates that overflow to inf), and for 3 bits, where half - step i crosses 0.
+TEST(ScaleSearch, Avx512CandidatesMatchTheScalarOnes) {
+  const std::vector<Isa> isas = testing_util::runnable_isas({Isa::kAvx512});
+  if (isas.empty()) GTEST_SKIP() << "no SIMD variant of the scale search runs on this CPU";
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> exponent(-30.0f, 20.0f);
+  for (const int bits : {2, 3, 4, 5, 6, 7}) {
+    const int half = 1 << (bits - 1);
+    const double step = bits == 2 ? 0.01 : 0.06;
+    const int imax = bits == 2 ? 90 : 100;
+    for (int trial = 0; trial < 2000; ++trial) {
+      const float gmax = (trial % 2 ? -1.0f : 1.0f) * std::exp2(exponent(rng));
+      std::vector<float> want(2 * imax + 1), got(2 * imax + 1, -1.0f);
+      ops::scale_candidates_with_isa(Isa::kRef, gmax, half, step, imax, want.data());
+      ops::scale_candidates_with_isa(isas[0], gmax, half, step, imax, got.data());
+      for (int c = 0; c <= 2 * imax; ++c) {
+        ASSERT_EQ(std::memcmp(&got[c], &want[c], sizeof(float)), 0)
+            << "bits " << bits << " gmax " << gmax << " candidate " << c << ": " << got[c] << " vs "
+            << want[c];
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qs

@@ -142,6 +142,35 @@ TEST_P(QuantBlockModel, ForwardMatchesEngineLayer) {
     ASSERT_NEAR(got[i], want[i], 2e-5 * (1 + std::abs(want[i]))) << "at " << i;
 }
 
+// With bf16 products (the tool's amp) the block stays near the engine's f32 layer, as far as
+// bf16's 8-bit significands allow, and is not the f32 computation (the setting reaches the
+// products).
+TEST_P(QuantBlockModel, Bf16ProductsStayNearEngineLayer) {
+  const models::ModelConfig c = config_for(GetParam());
+  std::mt19937 rng(9);
+  const models::DecoderLayerWeights layer = random_layer(c, rng);
+  auto block = copy_block(layer, c, 0);
+  ASSERT_TRUE(block.ok()) << block.status().message();
+  block->products = ops::Products::kBf16;
+  ThreadPool pool(2);
+  const int64_t n = 37;
+  const std::vector<float> x = random_floats(rng, n * c.hidden_size, -2.0f, 2.0f);
+  const std::vector<float> want = engine_layer(c, layer, x, n, pool);
+  PerLinear<const float*> w(block->n_linears());
+  for (int i = 0; i < block->n_linears(); ++i) w[i] = block->w[i].data();
+  std::vector<float> got(want.size());
+  block_forward<float>(*block, w, x.data(), 1, n, nullptr, nullptr, got.data(), pool);
+  double err = 0, ref = 0, max_diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    err += d * d;
+    ref += static_cast<double>(want[i]) * want[i];
+    max_diff = std::max(max_diff, std::abs(d));
+  }
+  EXPECT_LT(std::sqrt(err / ref), 1e-2);
+  EXPECT_GT(max_diff, 1e-4);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, QuantBlockModel,
                          ::testing::Values(models::Family::kLlama, models::Family::kQwen2,
                                            models::Family::kQwen3, models::Family::kQwen3Moe,

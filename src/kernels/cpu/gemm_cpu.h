@@ -22,4 +22,11 @@ int64_t gemm_f32_avx512_scratch_floats(const GemmArgs& g);
 void gemm_f32_avx512(const GemmArgs& g, int64_t i_begin, int64_t i_end, float* scratch);
 void gemm_f32_avx2(const GemmArgs& g, int64_t i_begin, int64_t i_end);
 
+// bf16 products (gemm_bf16_avx512.cc): C (+)= bf16(A) * bf16(B), f32 accumulation, through
+// vdpbf16ps; reads both operands through both strides. Needs gemm_bf16_avx512_supported()
+// (AVX512-BF16) and the caller's scratch, gemm_bf16_avx512_scratch_dwords(g) per thread.
+bool gemm_bf16_avx512_supported();
+int64_t gemm_bf16_avx512_scratch_dwords(const GemmArgs& g);
+void gemm_bf16_avx512(const GemmArgs& g, int64_t i_begin, int64_t i_end, uint32_t* scratch);
+
 }  // namespace qs::kernels::cpu

@@ -50,4 +50,31 @@ void scale_search_errors_avx512(const float* w, const float* imat, int64_t count
   }
 }
 
+void scale_candidates_avx512(float gmax, int half, double step, int imax, float* out) {
+  const __m512d g = _mm512_set1_pd(static_cast<double>(gmax));
+  const __m512d h = _mm512_set1_pd(static_cast<double>(half));
+  const __m512d st = _mm512_set1_pd(step);
+  const __m512d one = _mm512_set1_pd(1.0);
+  const __m512d sign = _mm512_set1_pd(-0.0);
+  // f16(1e-5): 0x00a8 (a subnormal), as the scalar code computes it.
+  const __m256 floor_f16 =
+      _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_set1_ps(1e-5f), _MM_FROUND_TO_NEAREST_INT));
+  const __m256 neg_floor = _mm256_sub_ps(_mm256_setzero_ps(), floor_f16);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int i0 = -imax; i0 <= imax; i0 += 8) {
+    const int live = std::min(8, imax - i0 + 1);
+    const __m512d i = _mm512_cvtepi32_pd(_mm256_add_epi32(_mm256_set1_epi32(i0), lane));
+    // -(half - step * i) / gmax, then 1 / that: the negation flips the sign bit, as unary minus.
+    const __m512d iscale =
+        _mm512_div_pd(_mm512_xor_pd(_mm512_sub_pd(h, _mm512_mul_pd(st, i)), sign), g);
+    const __m256 s32 = _mm512_cvtpd_ps(_mm512_div_pd(one, iscale));
+    const __m256 s = _mm256_cvtph_ps(_mm256_cvtps_ph(s32, _MM_FROUND_TO_NEAREST_INT));
+    // s < 0 ? min(s, -floor) : max(s, floor), with std::min/max's choice on ties and zeros.
+    const __m256 pos = _mm256_blendv_ps(s, floor_f16, _mm256_cmp_ps(s, floor_f16, _CMP_LT_OQ));
+    const __m256 neg = _mm256_blendv_ps(s, neg_floor, _mm256_cmp_ps(neg_floor, s, _CMP_LT_OQ));
+    const __m256 r = _mm256_blendv_ps(pos, neg, _mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_LT_OQ));
+    _mm256_mask_storeu_ps(out + i0 + imax, static_cast<__mmask8>((1u << live) - 1), r);
+  }
+}
+
 }  // namespace qs::kernels::cpu

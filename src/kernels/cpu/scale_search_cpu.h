@@ -11,4 +11,9 @@ namespace qs::kernels::cpu {
 void scale_search_errors_avx512(const float* w, const float* imat, int64_t count,
                                 const float* scales, int64_t n_scales, int half, double* errors);
 
+// kernels/ref/scale_search_ref.h's scale_candidates, eight at a time: the same double
+// operations (IEEE division in every lane), then F16C's round trip, which rounds to nearest
+// even as f32_to_f16 does, so every candidate is the scalar one bit for bit.
+void scale_candidates_avx512(float gmax, int half, double step, int imax, float* out);
+
 }  // namespace qs::kernels::cpu

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/dtype.h"
+
 namespace qs::kernels::ref {
 
 void scale_search_errors(const float* w, const float* imat, int64_t count, const float* scales,
@@ -18,6 +20,16 @@ void scale_search_errors(const float* w, const float* imat, int64_t count, const
       err += (imat != nullptr ? imat[j] : 1.0) * d * d;
     }
     errors[c] = err;
+  }
+}
+
+void scale_candidates(float gmax, int half, double step, int imax, float* out) {
+  auto to_f16 = [](float v) { return f16_to_f32(f32_to_f16(v)); };
+  const float floor_f16 = to_f16(1e-5f);
+  for (int i = -imax; i <= imax; ++i) {
+    const double iscale = -(half - step * i) / gmax;
+    const float s = to_f16(static_cast<float>(1.0 / iscale));
+    out[i + imax] = s < 0 ? std::min(s, -floor_f16) : std::max(s, floor_f16);
   }
 }
 

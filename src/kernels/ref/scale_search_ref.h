@@ -13,4 +13,10 @@ namespace qs::kernels::ref {
 void scale_search_errors(const float* w, const float* imat, int64_t count, const float* scales,
                          int64_t n_scales, int half, double* errors);
 
+// The search's candidate scales for a group whose signed value of largest magnitude is gmax
+// (non-zero): out[i + imax] for i = -imax .. imax is 1 / iscale with iscale = -(half - step i)
+// / gmax in double, rounded to f32, then to f16 as RTN stores scales, with AutoRound's
+// magnitude floor of f16(1e-5) keeping the sign (formats/rtn.cc).
+void scale_candidates(float gmax, int half, double step, int imax, float* out);
+
 }  // namespace qs::kernels::ref
