@@ -5,7 +5,7 @@
 # QS_NSAMPLES x QS_SEQLEN pre-tokenized samples (default 32 x 512; the tool's defaults are
 # 128 x 2048) written by scripts/golden/time_autoround.py --write-calibration, QS_THREADS
 # threads (default 2). Ours runs twice: as a user runs it (bf16 products, the tool's amp
-# default) and with --disable_amp (f32 products). With QS_BASELINE=path/to/an/older/quantserve
+# default) and with --disable_amp (f32 products; QS_F32_ROW=0 skips that run). With QS_BASELINE=path/to/an/older/quantserve
 # the older binary runs the same command too (with QS_BASELINE_FLAGS, e.g. nothing for a binary
 # older than --disable_amp), and its exported safetensors are compared byte for byte with our
 # --disable_amp ones.
@@ -18,6 +18,7 @@ bin="${QS_BIN:-build/quantserve}"
 py="${QS_PY:-.venv-goldens/bin/python}"
 baseline="${QS_BASELINE:-}"
 baseline_flags="${QS_BASELINE_FLAGS:-}"
+f32_row="${QS_F32_ROW:-1}"
 groups="${QS_GROUPS:-32 128}"
 nsamples="${QS_NSAMPLES:-32}"
 seqlen="${QS_SEQLEN:-512}"
@@ -45,7 +46,7 @@ ours() {  # binary, output dir, group size, time -v log, extra flags -> wall sec
   # shellcheck disable=SC2086  # the extra flags are words
   /usr/bin/time -v -o "$4" "$1" quantize --model "$model" --output_dir "$2" --iters 0 \
     --bits 4 --group_size "$3" --nsamples "$nsamples" --seqlen "$seqlen" \
-    --threads "$threads" --dataset "$cal" $5 > "$2.log" 2>&1
+    --threads "$threads" --dataset "$cal" ${5:-} > "$2.log" 2>&1
   echo "$(date +%s.%N) - $start" | bc -l
 }
 
@@ -67,13 +68,15 @@ for g in $groups; do
     row "quantserve baseline ($(basename "$baseline"); load, calibration, export)" "$g" "$base" \
       "$work/base-g$g.time" "$(printf '%.2f' "$(echo "$base / $ar" | bc -l)")"
   fi
-  f32=$(ours "$bin" "$work/f32-g$g" "$g" "$work/f32-g$g.time" --disable_amp)
-  row "quantserve quantize --disable_amp (f32 products; load, calibration, export)" "$g" "$f32" \
-    "$work/f32-g$g.time" "$(printf '%.2f' "$(echo "$f32 / $ar" | bc -l)")"
+  if [[ "$f32_row" != 0 ]]; then
+    f32=$(ours "$bin" "$work/f32-g$g" "$g" "$work/f32-g$g.time" --disable_amp)
+    row "quantserve quantize --disable_amp (f32 products; load, calibration, export)" "$g" \
+      "$f32" "$work/f32-g$g.time" "$(printf '%.2f' "$(echo "$f32 / $ar" | bc -l)")"
+  fi
   qs=$(ours "$bin" "$work/ours-g$g" "$g" "$work/ours-g$g.time")
   row "quantserve quantize (bf16 products; load, calibration, export)" "$g" "$qs" \
     "$work/ours-g$g.time" "$(printf '%.2f' "$(echo "$qs / $ar" | bc -l)")"
-  if [[ -n "$baseline" ]]; then
+  if [[ -n "$baseline" && "$f32_row" != 0 ]]; then
     for f in "$work/f32-g$g"/*.safetensors; do
       if cmp -s "$f" "$work/base-g$g/$(basename "$f")"; then
         echo "# g$g $(basename "$f") (--disable_amp): identical to the baseline's"

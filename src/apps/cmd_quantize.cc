@@ -114,8 +114,8 @@ Status run(const Flags& flags) {
   // finished line stays (and is the only one written when stderr is not a terminal).
   auto tune_progress = [&](const quant::BlockReport& b) {
     if (!tty && !b.done) return;
-    // OPT-RTN (iters 0) has no iterations, and its blocks run no RTN forward for an initial
-    // loss (NaN): their line carries the searched loss only.
+    // OPT-RTN (iters 0) has no iterations, and its blocks run no forward for a loss (NaN):
+    // their line has none; its lm_head row has both.
     const std::string iter =
         b.iters > 0 ? "  iter " + std::to_string(b.iter) + "/" + std::to_string(b.iters) : "";
     const std::string best_iter = b.iters > 0 ? " (iter " + std::to_string(b.best_iter) + ")" : "";
@@ -123,8 +123,8 @@ Status run(const Flags& flags) {
         b.layer.empty() ? "block " + std::to_string(b.index + 1) + "/" + std::to_string(b.total)
                         : b.layer;
     char losses[96];
-    if (std::isnan(b.initial_loss)) {
-      std::snprintf(losses, sizeof(losses), "loss %.6g", b.best_loss);
+    if (std::isnan(b.best_loss)) {
+      std::snprintf(losses, sizeof(losses), "scales searched");
     } else {
       std::snprintf(losses, sizeof(losses), "initial loss %.6g  best loss %.6g", b.initial_loss,
                     b.best_loss);

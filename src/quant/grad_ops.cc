@@ -219,16 +219,21 @@ double exp_row(double* row, int64_t n, double shift, bool write) {
 }
 
 // Rows [i0, i1) of P = softmax(scale * Q_h K^T) over keys [0, i1), into p ([i1 - i0, seqlen],
-// row stride seqlen). The forward computes each row's log-sum-exp into lse_out; the backward
-// passes it back as lse_in, so both passes see the same P. A row with no allowed key is zero.
+// row stride seqlen), where kt holds K^T times `kt_scale` (the forward scales K^T once per
+// head instead of every score; the backward passes 1). The backward passes the forward's
+// log-sum-exps as lse_in and gets P itself. The forward gets lse_out and, in p, the
+// unnormalised exp(scores - row max), whose 1 / sum goes to inv_out[i - i0]: it normalises the
+// row's output (P V, head_dim wide) instead of the row (up to seqlen wide); exp(scores - lse)
+// is the same P to a few ulp. A row with no allowed key is zero.
 template <class T>
-void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* kt,
-                   const uint8_t* mask_row, int64_t i0, int64_t i1, T* p, T* lse_out,
+void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* kt, T kt_scale,
+                   const uint8_t* mask_row, int64_t i0, int64_t i1, T* p, T* lse_out, T* inv_out,
                    const T* lse_in) {
   const int64_t n = s.seqlen, cols = i1;
   matmul<T>({qh + i0 * q_ld, q_ld, 1, kt, n, p, n, i1 - i0, cols, s.head_dim, false, s.products},
             nullptr);
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  const T scale = static_cast<T>(s.scale) / kt_scale;  // what the scores still need
   for (int64_t i = i0; i < i1; ++i) {
     T* row = p + (i - i0) * n;
     T mx = kNegInf;
@@ -237,25 +242,21 @@ void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* 
       // Plain causal rows (the calibration's): keys 0..i, branch-free, eight running maxima
       // (max is exact, so their maximum is the one a single pass finds).
       live = i + 1;
-      const auto scale = static_cast<T>(s.scale);
+      if (scale != T(1)) {
+        for (int64_t j = 0; j < live; ++j) row[j] *= scale;
+      }
       T m8[8] = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
       int64_t j = 0;
       for (; j + 8 <= live; j += 8) {
-        for (int t = 0; t < 8; ++t) {
-          row[j + t] *= scale;
-          m8[t] = std::max(m8[t], row[j + t]);
-        }
+        for (int t = 0; t < 8; ++t) m8[t] = std::max(m8[t], row[j + t]);
       }
-      for (; j < live; ++j) {
-        row[j] *= scale;
-        m8[0] = std::max(m8[0], row[j]);
-      }
+      for (; j < live; ++j) m8[0] = std::max(m8[0], row[j]);
       mx = *std::max_element(m8, m8 + 8);
       std::fill(row + live, row + cols, T(0));
     } else {
       for (int64_t j = 0; j < cols; ++j) {
         if (allowed(s, mask_row, i, j)) {
-          row[j] *= static_cast<T>(s.scale);
+          row[j] *= scale;
           mx = std::max(mx, row[j]);
         } else {
           row[j] = kNegInf;  // exp gives 0 below
@@ -265,17 +266,17 @@ void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* 
     if (mx == kNegInf) {  // no key: output zeros
       std::fill_n(row, cols, T(0));
       if (lse_out != nullptr) lse_out[i] = 0;
+      if (inv_out != nullptr) inv_out[i - i0] = 0;
       continue;
     }
-    T l = 0;
     if (lse_in != nullptr) {
-      l = lse_in[i];
-    } else {
-      // sum >= 1 (the maximum contributes exp(0)); the max() only tells static analysers so.
-      l = mx + std::log(std::max(exp_row(row, live, mx, false), T(1)));
-      lse_out[i] = l;
+      exp_row(row, live, lse_in[i], true);
+      continue;
     }
-    exp_row(row, live, l, true);
+    // sum >= 1 (the maximum contributes exp(0)); the max() only tells static analysers so.
+    const T sum = std::max(exp_row(row, live, mx, true), T(1));
+    lse_out[i] = mx + std::log(sum);
+    inv_out[i - i0] = T(1) / sum;
   }
 }
 
@@ -293,18 +294,25 @@ void attention_forward(const AttentionShape& s, const T* q, const T* k, const T*
       const uint8_t* mask_row = mask != nullptr ? mask + b * n : nullptr;
       const T* vg = v + b * n * kv_dim + g * hd;
       transpose_head(k + b * n * kv_dim + g * hd, kv_dim, n, hd, sc.kt.data());
+      const auto kt_scale = static_cast<T>(s.scale);
+      for (T& e : sc.kt) e *= kt_scale;
+      T inv[kRowBlock];
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         const T* qh = q + b * n * q_dim + h * hd;
         T* oh = out + b * n * q_dim + h * hd;
         T* lse_h = lse + (b * s.n_heads + h) * n;
         for (int64_t i0 = 0; i0 < n; i0 += kRowBlock) {
           const int64_t i1 = std::min(n, i0 + kRowBlock);
-          probabilities<T>(s, qh, q_dim, sc.kt.data(), mask_row, i0, i1, sc.p.data(), lse_h,
-                           nullptr);
-          // O_h[i0:i1] = P[i0:i1, :i1] V_g[:i1]
+          probabilities<T>(s, qh, q_dim, sc.kt.data(), kt_scale, mask_row, i0, i1, sc.p.data(),
+                           lse_h, inv, nullptr);
+          // O_h[i0:i1] = P[i0:i1, :i1] V_g[:i1], each row normalised after the product
           matmul<T>({sc.p.data(), n, 1, vg, kv_dim, oh + i0 * q_dim, q_dim, i1 - i0, hd, i1, false,
                      s.products},
                     nullptr);
+          for (int64_t i = i0; i < i1; ++i) {
+            T* o = oh + i * q_dim;
+            for (int64_t d = 0; d < hd; ++d) o[d] *= inv[i - i0];
+          }
         }
       }
     }
@@ -343,7 +351,7 @@ void attention_backward(const AttentionShape& s, const T* q, const T* k, const T
           const int64_t i1 = std::min(n, i0 + kRowBlock), rows = i1 - i0;
           T* p = sc.p.data();
           T* dp = sc.dp.data();
-          probabilities<T>(s, qh, q_dim, sc.kt.data(), mask_row, i0, i1, p, nullptr,
+          probabilities<T>(s, qh, q_dim, sc.kt.data(), T(1), mask_row, i0, i1, p, nullptr, nullptr,
                            lse + (b * s.n_heads + h) * n);
           // dV_g[:i1] += P^T dO_h[i0:i1]
           matmul<T>({p, 1, n, doh + i0 * q_dim, q_dim, dvg, kv_dim, i1, hd, rows, true, s.products},

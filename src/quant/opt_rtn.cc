@@ -82,7 +82,7 @@ Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b
   // q/k/v read the first norm's output, o the attention output, an MLP's gate/up the second
   // norm's output (an expert: its routed rows of it), down the SwiGLU product.
   auto add = [&](int i, const float* x, const uint8_t* mask, int64_t rows) {
-    add_squares(x, rows, b.in_features(i), mask, sums[i].data());
+    add_squares(x, rows, b.in_features(i), mask, sums[i].data(), &pool);
     seen[i] += rows;
   };
   constexpr int64_t kChunk = 8;  // samples per forward, bounding the saved activations
@@ -140,10 +140,21 @@ Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b
   return out;
 }
 
-void add_squares(const float* x, int64_t tokens, int64_t d, const uint8_t* mask, double* sums) {
-  for (int64_t t = 0; t < tokens; ++t) {
-    if (mask != nullptr && mask[t] == 0) continue;
-    for (int64_t j = 0; j < d; ++j) sums[j] += static_cast<double>(x[t * d + j]) * x[t * d + j];
+void add_squares(const float* x, int64_t tokens, int64_t d, const uint8_t* mask, double* sums,
+                 ThreadPool* pool) {
+  // Columns split over the threads: each column's sum keeps its token order, so the result
+  // does not depend on the thread count.
+  auto columns = [&](int64_t j0, int64_t j1) {
+    for (int64_t t = 0; t < tokens; ++t) {
+      if (mask != nullptr && mask[t] == 0) continue;
+      const float* row = x + t * d;
+      for (int64_t j = j0; j < j1; ++j) sums[j] += static_cast<double>(row[j]) * row[j];
+    }
+  };
+  if (pool != nullptr && pool->n_threads() > 1 && tokens * d >= (int64_t{1} << 16)) {
+    pool->parallel_for(d, columns, 64);
+  } else {
+    columns(0, d);
   }
 }
 

@@ -28,8 +28,10 @@ formats::QuantizedWeight opt_rtn(const float* w, int64_t n, int64_t k, int bits,
 
 // The imatrix's accumulation (§1.5): adds, per input channel, the sum over the real tokens
 // (mask[t] != 0; nullptr = all) of x[tokens, d] squared into sums[d]. imatrix_of divides the
-// sums by the sample count.
-void add_squares(const float* x, int64_t tokens, int64_t d, const uint8_t* mask, double* sums);
+// sums by the sample count. Columns are split over `pool` (nullptr: the calling thread); the
+// result is the same either way.
+void add_squares(const float* x, int64_t tokens, int64_t d, const uint8_t* mask, double* sums,
+                 ThreadPool* pool = nullptr);
 std::vector<float> imatrix_of(const std::vector<double>& sums, int64_t n_samples);
 
 // The imatrix of each of the block's linears (§1.5): per input channel, the sum over the real

@@ -235,12 +235,13 @@ std::string format_summary(const QuantizeSummary& s) {
       // OPT-RTN has no iterations: "-" in the best-iteration column.
       const std::string best_iter = b.iters > 0 ? std::to_string(b.best_iter) : "-";
       const std::string name = b.layer.empty() ? std::to_string(b.index) : b.layer;
-      // OPT-RTN blocks run no RTN forward for a loss (NaN): "-" there too.
-      char initial[32] = "-";
+      // OPT-RTN blocks run no forward for a loss (NaN): "-" there too.
+      char initial[32] = "-", best[32] = "-";
       if (!std::isnan(b.initial_loss))
         std::snprintf(initial, sizeof(initial), "%.6g", b.initial_loss);
-      std::snprintf(buf, sizeof(buf), "| %s | %s | %.6g | %s | %.1f s |\n", name.c_str(), initial,
-                    b.best_loss, best_iter.c_str(), b.seconds);
+      if (!std::isnan(b.best_loss)) std::snprintf(best, sizeof(best), "%.6g", b.best_loss);
+      std::snprintf(buf, sizeof(buf), "| %s | %s | %s | %s | %.1f s |\n", name.c_str(), initial,
+                    best, best_iter.c_str(), b.seconds);
       out += buf;
     }
   }

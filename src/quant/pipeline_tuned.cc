@@ -26,16 +26,14 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// OPT-RTN of one block: the imatrix of each linear on the quantized chain's inputs (§1.5), then
-// the weighted scale search; an MoE expert no calibration token reached has no imatrix and is
-// plain RTN (listed in `unrouted`). The imatrix forward's output (the full-precision block on
-// those same inputs) goes to `reference`: the caller measures the quantized block's output
-// against it, so the reported loss costs no forward of its own. Losses are left unset.
+// OPT-RTN of one block: the imatrix of each linear on the full-precision block's inputs
+// (§1.5), then the weighted scale search; an MoE expert no calibration token reached has no
+// imatrix and is plain RTN (listed in `unrouted`). The imatrix forward's output, the next
+// block's input, goes to `next`. Losses are left unset.
 Result<TuneResult> opt_rtn_block(const BlockTensors<float>& block,
                                  const PerLinear<formats::QuantScheme>& schemes,
-                                 const BlockCalibration& calib, ThreadPool& pool,
-                                 float* reference) {
-  QS_ASSIGN_OR_RETURN(auto imatrix, block_imatrix(block, calib, pool, reference));
+                                 const BlockCalibration& calib, ThreadPool& pool, float* next) {
+  QS_ASSIGN_OR_RETURN(auto imatrix, block_imatrix(block, calib, pool, next));
   TuneResult out;
   out.weights.resize(block.n_linears());
   for (int j = 0; j < block.n_linears(); ++j) {
@@ -55,8 +53,8 @@ Result<TuneResult> opt_rtn_block(const BlockTensors<float>& block,
 
 // lm_head under --quant_lm_head, after every block (§1.4 item 11): its inputs are the final norm
 // of each chain's last output, x_fp (the full-precision model's) and x_q (the quantized
-// model's), both normalised in place. AutoRound tunes it as one linear; OPT-RTN searches its
-// scales with the imatrix of x_q, as for the block linears.
+// model's; OPT-RTN, which carries one chain, passes x_fp again), normalised in place.
+// AutoRound tunes it as one linear; OPT-RTN searches its scales with the imatrix of x_q.
 Result<BlockReport> quantize_head(const models::Model& model, const formats::QuantScheme& scheme,
                                   float* x_fp, float* x_q, const uint8_t* loss_mask, int64_t n,
                                   int64_t seqlen, const TuneOptions& t, ThreadPool& pool,
@@ -67,7 +65,7 @@ Result<BlockReport> quantize_head(const models::Model& model, const formats::Qua
   const int64_t hidden = config.hidden_size, tokens = n * seqlen;
   const float eps = static_cast<float>(config.rms_norm_eps);
   ops::rms_norm(x_fp, tokens, hidden, model.final_norm().data(), eps, x_fp);
-  ops::rms_norm(x_q, tokens, hidden, model.final_norm().data(), eps, x_q);
+  if (x_q != x_fp) ops::rms_norm(x_q, tokens, hidden, model.final_norm().data(), eps, x_q);
   const ops::LinearWeight& head = model.lm_head();
   if (head.quant != nullptr || head.dense.rank() != 2) {
     return invalid_argument("lm_head: expected a dense 2-D weight in the source checkpoint");
@@ -104,7 +102,7 @@ Result<BlockReport> quantize_head(const models::Model& model, const formats::Qua
       *out = rtn;
     } else {
       std::vector<double> sums(k, 0.0);
-      add_squares(x_q, tokens, k, nullptr, sums.data());
+      add_squares(x_q, tokens, k, nullptr, sums.data(), &pool);
       const std::vector<float> imatrix = imatrix_of(sums, n);
       *out = opt_rtn(w.data(), vocab, k, scheme.bits, scheme.group_size, scheme.sym, imatrix.data(),
                      &pool);
@@ -154,11 +152,16 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
   const models::ModelConfig& config = model->config();
   const int64_t n = static_cast<int64_t>(set.samples.size()), seqlen = o.seqlen;
   const int64_t hidden = config.hidden_size, per_sample = seqlen * hidden;
+  // AutoRound carries two chains of activations, the full-precision one (its targets) and the
+  // quantized one (its inputs, auto-round's enable_quanted_input); OPT-RTN carries the first
+  // alone, as the tool does (enable_quanted_input is SignRound's setting, absent from its RTN
+  // configs): each block's imatrix is taken on the full-precision block's own inputs.
+  const bool tuning = o.iters > 0;
   std::vector<float> x_fp(n * per_sample), x_q, targets(n * per_sample);
   for (int64_t s = 0; s < n; ++s) {
     QS_RETURN_IF_ERROR(model->embed(set.samples[s], x_fp.data() + s * per_sample));
   }
-  x_q = x_fp;  // block 0 sees the embeddings on both chains
+  if (tuning) x_q = x_fp;  // block 0 sees the embeddings on both chains
   // Every sample is exactly seqlen real tokens (calibration.h), so attention needs no mask.
   // The loss drops each sample's last position, as the tool does since v0.15 (§1.4 item 4).
   std::vector<uint8_t> loss_mask(n * seqlen, 1);
@@ -179,12 +182,6 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
   const int64_t n_blocks = config.n_layers;
   auto head_plan = by_module.find("lm_head");
   const bool tune_head = head_plan != by_module.end() && head_plan->second->quantize;
-  // The full-precision chain gives AutoRound its targets and the head its reference input.
-  // OPT-RTN blocks measure their loss against the imatrix forward's output instead (the
-  // full-precision block on the quantized chain's inputs), so without a head to quantize the
-  // chain is not run at all; with one, that reference needs a buffer of its own.
-  const bool fp_chain = o.iters > 0 || tune_head;
-  std::vector<float> own_reference(o.iters == 0 && fp_chain ? n * per_sample : 0);
   const auto tune_start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < n_blocks; ++i) {
     if (cancelled && cancelled())
@@ -200,14 +197,6 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
       if (it != by_module.end() && it->second->quantize)
         schemes[j] = plan.parsed.scheme_for(module);
     }
-    // FP chain: the original block on the unquantized activations gives the targets.
-    const auto fp_weights = block.per_linear<const formats::QuantizedWeight*>(nullptr);
-    const BlockCalibration fp{x_fp.data(), nullptr, nullptr, loss_mask.data(), n, seqlen};
-    if (fp_chain) QS_RETURN_IF_ERROR(block_output(block, fp_weights, fp, targets.data(), pool));
-    const BlockCalibration calib{x_q.data(), targets.data(), nullptr, loss_mask.data(), n, seqlen};
-    // OPT-RTN: where the imatrix forward leaves the reference its loss is measured against.
-    float* reference = fp_chain ? own_reference.data() : targets.data();
-
     BlockReport report;
     report.index = i;
     report.total = n_blocks;
@@ -219,7 +208,13 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
       report.eta = done > 0 ? report.elapsed / done * (static_cast<double>(n_blocks) - done) : 0;
     };
     TuneResult tuned;
-    if (o.iters > 0) {
+    if (tuning) {
+      // FP chain: the original block on the unquantized activations gives the targets.
+      const auto fp_weights = block.per_linear<const formats::QuantizedWeight*>(nullptr);
+      const BlockCalibration fp{x_fp.data(), nullptr, nullptr, loss_mask.data(), n, seqlen};
+      QS_RETURN_IF_ERROR(block_output(block, fp_weights, fp, targets.data(), pool));
+      const BlockCalibration calib{x_q.data(), targets.data(), nullptr, loss_mask.data(),
+                                   n,          seqlen};
       double best = INFINITY;
       auto on_iter = [&](int iter, double loss) {
         if (iter == 0) report.initial_loss = loss;
@@ -237,28 +232,26 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
       report.best_loss = r.best_loss;
       report.best_iter = r.best_iter;
       tuned = std::move(r);
-    } else {
-      QS_ASSIGN_OR_RETURN(tuned, opt_rtn_block(block, schemes, calib, pool, reference));
-      report.initial_loss = NAN;  // no RTN forward is run for a loss: the table shows "-"
-    }
-    // Quantized chain: this block with its quantized weights on its own inputs feeds the next
-    // block. x_fp is free once the targets exist, so it takes the new X_q and the old X_q's
-    // buffer becomes the next targets' scratch. OPT-RTN's loss is read off that same output,
-    // so its last block runs it too.
-    auto q_weights = block.per_linear<const formats::QuantizedWeight*>(nullptr);
-    for (int j = 0; j < block.n_linears(); ++j) {
-      if (tuned.weights[j]) q_weights[j] = &*tuned.weights[j];
-    }
-    if (i + 1 < n_blocks || tune_head || o.iters == 0) {
-      QS_RETURN_IF_ERROR(block_output(block, q_weights, calib, x_fp.data(), pool));
-      if (o.iters == 0) {
-        const BlockCalibration against{x_q.data(), reference, nullptr, loss_mask.data(), n, seqlen};
-        report.best_loss = output_loss(x_fp.data(), against, hidden);
+      // Quantized chain: this block with its quantized weights on its own inputs feeds the
+      // next block. x_fp is free once the targets exist, so it takes the new X_q and the old
+      // X_q's buffer becomes the next targets' scratch.
+      auto q_weights = block.per_linear<const formats::QuantizedWeight*>(nullptr);
+      for (int j = 0; j < block.n_linears(); ++j) {
+        if (tuned.weights[j]) q_weights[j] = &*tuned.weights[j];
       }
       if (i + 1 < n_blocks || tune_head) {
+        QS_RETURN_IF_ERROR(block_output(block, q_weights, calib, x_fp.data(), pool));
         std::swap(x_q, x_fp);      // x_q = Block_q(X_q)
         std::swap(x_fp, targets);  // x_fp = Y_fp; targets = scratch
       }
+    } else {
+      // One forward of the full-precision block collects the imatrix, and its output is the
+      // next block's input. No loss is computed: it would cost a second forward (of the
+      // quantized block) that the method itself does not need; the table shows "-".
+      const BlockCalibration calib{x_fp.data(), nullptr, nullptr, loss_mask.data(), n, seqlen};
+      QS_ASSIGN_OR_RETURN(tuned, opt_rtn_block(block, schemes, calib, pool, targets.data()));
+      report.initial_loss = report.best_loss = NAN;
+      std::swap(x_fp, targets);
     }
     for (int j : tuned.unrouted) result.unrouted.push_back(block.linears[j].name);
     for (int j = 0; j < block.n_linears(); ++j) {
@@ -276,11 +269,12 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
     if (cancelled && cancelled())
       return io_error("interrupted; " + o.output_dir + " left as it was");
     // After the last block's swap x_q holds the quantized model's last output, x_fp the
-    // full-precision one.
+    // full-precision one; OPT-RTN has only the latter, and takes the head's imatrix from it.
     std::optional<formats::QuantizedWeight> head;
+    float* head_inputs = tuning ? x_q.data() : x_fp.data();
     QS_ASSIGN_OR_RETURN(
         BlockReport report,
-        quantize_head(*model, plan.parsed.scheme_for("lm_head"), x_fp.data(), x_q.data(),
+        quantize_head(*model, plan.parsed.scheme_for("lm_head"), x_fp.data(), head_inputs,
                       loss_mask.data(), n, seqlen, t, pool, tune_progress, &head));
     result.weights.emplace("lm_head", std::move(*head));
     result.blocks.push_back(report);

@@ -91,6 +91,11 @@ class QuantizeTuned : public ::testing::TestWithParam<std::string> {
     o.nsamples = 8;
     o.seqlen = 32;
     o.threads = 2;
+    // f32 products: on these random 64-wide blocks the W2 error left after 20 steps is within
+    // the noise bf16 products put into the loss (Qwen3: AutoRound's KL 0.00216 in f32, 0.00239
+    // in bf16, RTN 0.00238), so the comparisons below would test the rounding, not the method.
+    // The bf16 path is tested on trained weights (QuantLmHead below, docs' quality tables).
+    o.amp = false;
     return o;
   }
 
@@ -114,7 +119,8 @@ class QuantizeTuned : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(QuantizeTuned, AutoRoundExportIsTheTunedModel) {
-  const quant::QuantizeOptions o = options("ar", 2, 20);
+  quant::QuantizeOptions o = options("ar", 2, 20);
+  o.amp = true;  // the CLI's default, which the library pass below repeats
   // Through the CLI as a user runs it; the result loads with no flag.
   CliResult r = run_cli("quantize --model " + src() + " --output_dir " + o.output_dir +
                         " --bits 2 --group_size 32 --iters 20 --nsamples 8 --seqlen 32 "
@@ -175,13 +181,13 @@ TEST_P(QuantizeTuned, TunedModesBeatRtn) {
     EXPECT_LE(b.best_loss, b.initial_loss) << "block " << b.index;
     EXPECT_GT(b.initial_loss, 0);
   }
-  // OPT-RTN minimises an imatrix-weighted weight error, not the block loss; its loss (against
-  // the full-precision block on the same inputs, read off forwards it runs anyway) is
-  // reported with no RTN loss beside it, and its KL must still not lose to RTN's.
+  // OPT-RTN minimises an imatrix-weighted weight error, not the block loss, and runs one
+  // forward per block, as the tool does: no loss is computed (NaN, "-" in the table), and its
+  // KL must still not lose to RTN's.
   ASSERT_EQ(opt->blocks.size(), 2u);
   for (const quant::BlockReport& b : opt->blocks) {
     EXPECT_TRUE(std::isnan(b.initial_loss)) << "block " << b.index;
-    EXPECT_GT(b.best_loss, 0) << "block " << b.index;
+    EXPECT_TRUE(std::isnan(b.best_loss)) << "block " << b.index;
   }
   const double kl_rtn = eval(path("rtn"), src())["kl_mean"].get<double>();
   const double kl_opt = eval(path("opt"), src())["kl_mean"].get<double>();
