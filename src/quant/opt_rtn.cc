@@ -144,11 +144,33 @@ void add_squares(const float* x, int64_t tokens, int64_t d, const uint8_t* mask,
                  ThreadPool* pool) {
   // Columns split over the threads: each column's sum keeps its token order, so the result
   // does not depend on the thread count.
+  // Eight unmasked tokens at a time keep each column's sum in a register across them: the
+  // additions happen in the same order, with an eighth of the loads and stores of sums.
+  constexpr int64_t kTokens = 8;
   auto columns = [&](int64_t j0, int64_t j1) {
-    for (int64_t t = 0; t < tokens; ++t) {
-      if (mask != nullptr && mask[t] == 0) continue;
-      const float* row = x + t * d;
-      for (int64_t j = j0; j < j1; ++j) sums[j] += static_cast<double>(row[j]) * row[j];
+    int64_t t = 0;
+    while (t < tokens) {
+      const bool whole = t + kTokens <= tokens &&
+                         (mask == nullptr || std::all_of(mask + t, mask + t + kTokens,
+                                                         [](uint8_t m) { return m != 0; }));
+      if (!whole) {
+        if (mask == nullptr || mask[t] != 0) {
+          const float* row = x + t * d;
+          for (int64_t j = j0; j < j1; ++j) sums[j] += static_cast<double>(row[j]) * row[j];
+        }
+        ++t;
+        continue;
+      }
+      const float* rows = x + t * d;
+      for (int64_t j = j0; j < j1; ++j) {
+        double s = sums[j];
+        for (int64_t u = 0; u < kTokens; ++u) {
+          const double v = rows[u * d + j];
+          s += v * v;
+        }
+        sums[j] = s;
+      }
+      t += kTokens;
     }
   };
   if (pool != nullptr && pool->n_threads() > 1 && tokens * d >= (int64_t{1} << 16)) {

@@ -127,6 +127,34 @@ TEST(QuantOptRtn, BlockImatrixSumsSquaredInputs) {
     EXPECT_NEAR((*im)[kDownProj][j], want_down[j] / n_samples, 1e-5 * want_down[j] + 1e-12);
 }
 
+// add_squares adds each column's squares in token order, whatever the threads and however the
+// mask cuts its eight-token runs: the same doubles as the plain loop.
+TEST(QuantOptRtn, AddSquaresIsThePlainLoop) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t d = 200;  // past one 64-column chunk of a thread, not a multiple of it
+  for (const int64_t tokens : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{61}, int64_t{400}}) {
+    std::vector<float> x(tokens * d);
+    for (float& v : x) v = normal(rng);
+    std::vector<uint8_t> mask(tokens);
+    for (int64_t t = 0; t < tokens; ++t) mask[t] = (t % 11 == 3) ? 0 : 1;
+    for (const bool masked : {false, true}) {
+      std::vector<double> want(d, 0.5);
+      for (int64_t t = 0; t < tokens; ++t) {
+        if (masked && mask[t] == 0) continue;
+        for (int64_t j = 0; j < d; ++j) want[j] += double(x[t * d + j]) * x[t * d + j];
+      }
+      for (const int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        std::vector<double> got(d, 0.5);
+        add_squares(x.data(), tokens, d, masked ? mask.data() : nullptr, got.data(), &pool);
+        EXPECT_EQ(got, want) << "tokens " << tokens << " masked " << masked << " threads "
+                             << threads;
+      }
+    }
+  }
+}
+
 TEST(QuantOptRtn, ThreadsGiveTheSameWeights) {
   std::mt19937 rng(8);
   std::student_t_distribution<float> heavy(3.0f);
