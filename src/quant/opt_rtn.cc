@@ -3,11 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "core/check.h"
-#include "core/dtype.h"
 #include "formats/rtn.h"
 #include "ops/scale_search.h"
 
