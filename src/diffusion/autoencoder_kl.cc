@@ -22,8 +22,8 @@ struct Image {
   int64_t hw() const { return h * w; }
 };
 
-Result<Conv> load_conv(const Component& c, const std::string& p, int64_t c_in, int64_t c_out,
-                       int64_t k) {
+Result<Conv> load_conv(const models::Component& c, const std::string& p, int64_t c_in,
+                       int64_t c_out, int64_t k) {
   Conv conv;
   conv.c_in = c_in, conv.c_out = c_out, conv.k = k;
   QS_ASSIGN_OR_RETURN(conv.w, c.f32(p + ".weight", {c_out, c_in, k, k}));
@@ -31,14 +31,14 @@ Result<Conv> load_conv(const Component& c, const std::string& p, int64_t c_in, i
   return conv;
 }
 
-Result<GroupNormWeights> load_norm(const Component& c, const std::string& p, int64_t ch) {
+Result<GroupNormWeights> load_norm(const models::Component& c, const std::string& p, int64_t ch) {
   GroupNormWeights g;
   QS_ASSIGN_OR_RETURN(g.w, c.f32(p + ".weight", {ch}));
   QS_ASSIGN_OR_RETURN(g.b, c.f32(p + ".bias", {ch}));
   return g;
 }
 
-Result<ResnetBlock> load_resnet(const Component& c, const std::string& p, int64_t c_in,
+Result<ResnetBlock> load_resnet(const models::Component& c, const std::string& p, int64_t c_in,
                                 int64_t c_out) {
   ResnetBlock r;
   QS_ASSIGN_OR_RETURN(r.norm1, load_norm(c, p + ".norm1", c_in));
@@ -51,7 +51,8 @@ Result<ResnetBlock> load_resnet(const Component& c, const std::string& p, int64_
   return r;
 }
 
-Result<VaeMidBlock> load_mid(const Component& c, const std::string& p, int64_t ch, bool attn) {
+Result<VaeMidBlock> load_mid(const models::Component& c, const std::string& p, int64_t ch,
+                             bool attn) {
   VaeMidBlock m;
   QS_ASSIGN_OR_RETURN(m.res0, load_resnet(c, p + ".resnets.0", ch, ch));
   QS_ASSIGN_OR_RETURN(m.res1, load_resnet(c, p + ".resnets.1", ch, ch));
@@ -137,7 +138,7 @@ Status mid_block(const VaeMidBlock& m, int64_t groups, Image* x, ThreadPool& poo
 
 }  // namespace
 
-Result<VaeConfig> read_vae_config(const Component& c) {
+Result<VaeConfig> read_vae_config(const models::Component& c) {
   VaeConfig v;
   QS_ASSIGN_OR_RETURN(v.in_channels, c.int_field("in_channels", 3));
   QS_ASSIGN_OR_RETURN(v.out_channels, c.int_field("out_channels", 3));
@@ -185,7 +186,7 @@ Result<VaeConfig> read_vae_config(const Component& c) {
 
 Result<AutoencoderKL> AutoencoderKL::load(const std::string& dir) {
   AutoencoderKL vae;
-  QS_ASSIGN_OR_RETURN(Component c, Component::open(dir));
+  QS_ASSIGN_OR_RETURN(models::Component c, models::Component::open(dir));
   QS_ASSIGN_OR_RETURN(vae.config_, read_vae_config(c));
   const VaeConfig& v = vae.config_;
   const auto& boc = v.block_out_channels;

@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "diffusion/component.h"
+#include "models/component.h"
 #include "ops/linear.h"
 
 namespace qs::diffusion {
@@ -96,6 +96,6 @@ class AutoencoderKL {
   bool has_encoder_ = false;
 };
 
-Result<VaeConfig> read_vae_config(const Component& c);
+Result<VaeConfig> read_vae_config(const models::Component& c);
 
 }  // namespace qs::diffusion

@@ -12,8 +12,8 @@ namespace qs::diffusion {
 
 Result<ClipTextModel> ClipTextModel::load(const std::string& dir) {
   ClipTextModel m;
-  QS_ASSIGN_OR_RETURN(m.weights_, Component::open(dir));
-  const Component& c = m.weights_;
+  QS_ASSIGN_OR_RETURN(m.weights_, models::Component::open(dir));
+  const models::Component& c = m.weights_;
   ClipTextConfig& f = m.config_;
   QS_ASSIGN_OR_RETURN(f.vocab_size, c.int_field("vocab_size", 49408));
   QS_ASSIGN_OR_RETURN(f.hidden_size, c.int_field("hidden_size", 512));

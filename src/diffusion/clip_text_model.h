@@ -10,7 +10,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "diffusion/component.h"
+#include "models/component.h"
 #include "ops/linear.h"
 
 namespace qs::diffusion {
@@ -49,7 +49,7 @@ class ClipTextModel {
 
  private:
   ClipTextConfig config_;
-  Component weights_;
+  models::Component weights_;
   std::vector<float> token_emb_, pos_emb_;  // [vocab, hidden], [max_pos, hidden]
   std::vector<ClipLayer> layers_;
   std::vector<float> final_w_, final_b_;

@@ -74,7 +74,8 @@ Result<std::unique_ptr<FluxPipeline>> FluxPipeline::load(const std::string& dir,
   QS_ASSIGN_OR_RETURN(p->t5_, T5Encoder::load((d / "text_encoder_2").string()));
   QS_ASSIGN_OR_RETURN(p->transformer_, FluxTransformer::load((d / "transformer").string()));
   {
-    QS_ASSIGN_OR_RETURN(Component vae_config, Component::open_config((d / "vae").string()));
+    QS_ASSIGN_OR_RETURN(models::Component vae_config,
+                        models::Component::open_config((d / "vae").string()));
     QS_ASSIGN_OR_RETURN(p->vae_config_, read_vae_config(vae_config));
   }
   if (options.tiny_vae.empty()) {

@@ -19,13 +19,13 @@ constexpr float kNormEps = 1e-6f;
 constexpr int64_t kTimeChannels = 256;
 constexpr double kRopeTheta = 10000.0;
 
-Result<Dense> dense(const Component& c, const std::string& prefix, int64_t n, int64_t k) {
+Result<Dense> dense(const models::Component& c, const std::string& prefix, int64_t n, int64_t k) {
   Dense d;
   QS_ASSIGN_OR_RETURN(d.w, c.linear(prefix, n, k, &d.b));
   return d;
 }
 
-Result<FluxEmbedder> embedder(const Component& c, const std::string& prefix, int64_t in,
+Result<FluxEmbedder> embedder(const models::Component& c, const std::string& prefix, int64_t in,
                               int64_t d) {
   FluxEmbedder e;
   QS_ASSIGN_OR_RETURN(e.l1, dense(c, prefix + ".linear_1", d, in));
@@ -109,8 +109,8 @@ void rope_tables(const float* ids, int64_t n, const std::vector<int64_t>& axes,
   }
 }
 
-Status load_attention(const Component& c, const std::string& p, const FluxConfig& cfg, bool joint,
-                      FluxAttentionWeights* a) {
+Status load_attention(const models::Component& c, const std::string& p, const FluxConfig& cfg,
+                      bool joint, FluxAttentionWeights* a) {
   const int64_t d = cfg.inner_dim(), hd = cfg.attention_head_dim;
   QS_ASSIGN_OR_RETURN(a->q, dense(c, p + ".to_q", d, d));
   QS_ASSIGN_OR_RETURN(a->k, dense(c, p + ".to_k", d, d));
@@ -146,7 +146,7 @@ Status joint_attention(const FluxConfig& cfg, float* q, float* k, const float* v
 
 }  // namespace
 
-Result<FluxConfig> read_flux_config(const Component& c) {
+Result<FluxConfig> read_flux_config(const models::Component& c) {
   FluxConfig f;
   QS_ASSIGN_OR_RETURN(f.patch_size, c.int_field("patch_size", 1));
   QS_ASSIGN_OR_RETURN(f.in_channels, c.int_field("in_channels", 64));
@@ -185,8 +185,8 @@ Result<FluxConfig> read_flux_config(const Component& c) {
 
 Result<FluxTransformer> FluxTransformer::load(const std::string& dir) {
   FluxTransformer t;
-  QS_ASSIGN_OR_RETURN(t.weights_, Component::open(dir));
-  const Component& c = t.weights_;
+  QS_ASSIGN_OR_RETURN(t.weights_, models::Component::open(dir));
+  const models::Component& c = t.weights_;
   QS_ASSIGN_OR_RETURN(t.config_, read_flux_config(c));
   const FluxConfig& f = t.config_;
   const int64_t d = f.inner_dim();

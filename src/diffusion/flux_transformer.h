@@ -12,7 +12,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "diffusion/component.h"
+#include "models/component.h"
 #include "ops/linear.h"
 
 namespace qs::diffusion {
@@ -92,7 +92,7 @@ class FluxTransformer {
 
  private:
   FluxConfig config_;
-  Component weights_;  // keeps the mapped files alive
+  models::Component weights_;  // keeps the mapped files alive
   Dense x_embedder_, context_embedder_;
   FluxEmbedder time_embed_, guidance_embed_, text_embed_;
   std::vector<FluxDoubleBlock> double_blocks_;
@@ -101,7 +101,7 @@ class FluxTransformer {
 };
 
 // Reads and checks transformer/config.json.
-Result<FluxConfig> read_flux_config(const Component& c);
+Result<FluxConfig> read_flux_config(const models::Component& c);
 
 // Every tensor FluxTransformer::load reads, with its shape, in diffusers' names: what a
 // transformer of `config` holds (inspect sizes one from its config alone; the benches write

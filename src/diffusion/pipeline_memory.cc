@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "diffusion/component.h"
 #include "diffusion/flux_transformer.h"
 #include "io/checkpoint.h"
+#include "models/component.h"
 #include "ops/quant_matrix.h"
 
 namespace qs::diffusion {
@@ -25,7 +25,7 @@ bool has_weights(const std::string& dir) {
 // and norm weights widened to f32 as load does. Dense weights take the dtype of the weight
 // files when they are there, bf16 otherwise.
 Result<ComponentMemory> transformer_memory(const std::string& dir, FluxConfig* config) {
-  QS_ASSIGN_OR_RETURN(Component c, Component::open_config(dir));
+  QS_ASSIGN_OR_RETURN(models::Component c, models::Component::open_config(dir));
   QS_ASSIGN_OR_RETURN(*config, read_flux_config(c));
   std::shared_ptr<io::Checkpoint> ckpt;
   if (has_weights(dir)) {

@@ -26,8 +26,8 @@ int64_t t5_relative_bucket(int64_t relative_position, int64_t num_buckets, int64
 
 Result<T5Encoder> T5Encoder::load(const std::string& dir) {
   T5Encoder m;
-  QS_ASSIGN_OR_RETURN(m.weights_, Component::open(dir));
-  const Component& c = m.weights_;
+  QS_ASSIGN_OR_RETURN(m.weights_, models::Component::open(dir));
+  const models::Component& c = m.weights_;
   T5Config& f = m.config_;
   QS_ASSIGN_OR_RETURN(f.vocab_size, c.int_field("vocab_size", 32128));
   QS_ASSIGN_OR_RETURN(f.d_model, c.int_field("d_model", 512));

@@ -10,7 +10,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "diffusion/component.h"
+#include "models/component.h"
 #include "ops/linear.h"
 
 namespace qs::diffusion {
@@ -47,7 +47,7 @@ class T5Encoder {
 
  private:
   T5Config config_;
-  Component weights_;
+  models::Component weights_;
   std::vector<float> embed_;     // [vocab, d_model]
   std::vector<float> rel_bias_;  // [num_buckets, heads], of the first block
   std::vector<T5Layer> layers_;

@@ -16,11 +16,11 @@
 
 #include "../common/cli.h"
 #include "core/json.h"
-#include "diffusion/component.h"
 #include "diffusion/flux_pipeline.h"
 #include "diffusion/tiny_autoencoder.h"
 #include "flux_reference.h"
 #include "io/checkpoint.h"
+#include "models/component.h"
 
 namespace qs {
 namespace {
@@ -49,7 +49,7 @@ class FluxTinyVae : public ::testing::Test {
     auto source =
         io::Checkpoint::open(testing::kFluxPipeline + "/transformer", "diffusion_pytorch_model");
     ASSERT_TRUE(source.ok());
-    auto c = diffusion::Component::open_config(t.string());
+    auto c = models::Component::open_config(t.string());
     ASSERT_TRUE(c.ok());
     auto flux = diffusion::read_flux_config(*c);
     ASSERT_TRUE(flux.ok());

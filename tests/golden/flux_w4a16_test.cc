@@ -18,12 +18,12 @@
 
 #include "../common/cli.h"
 #include "core/json.h"
-#include "diffusion/component.h"
 #include "diffusion/flux_transformer.h"
 #include "diffusion/pipeline_memory.h"
 #include "flux_reference.h"
 #include "formats/rtn.h"
 #include "io/checkpoint.h"
+#include "models/component.h"
 #include "ops/linear.h"
 #include "ops/quant_matrix.h"
 
@@ -191,7 +191,7 @@ std::vector<float> reference(const std::string& name) {
 }
 
 TEST(FluxAutoRound, WeightsAreTheToolsDequantization) {
-  auto c = diffusion::Component::open((kAutoRound / "transformer").string());
+  auto c = models::Component::open((kAutoRound / "transformer").string());
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_TRUE(c->quantization().quantized());
   ThreadPool pool(1);
@@ -276,7 +276,7 @@ namespace {
 // the checkpoint holds, and the resident bytes it predicts for a quantized linear the bytes
 // the loaded one holds.
 TEST(FluxMemory, TensorSpecsAreTheCheckpointsTensors) {
-  auto c = diffusion::Component::open(testing::kFluxPipeline + "/transformer");
+  auto c = models::Component::open(testing::kFluxPipeline + "/transformer");
   ASSERT_TRUE(c.ok());
   auto config = diffusion::read_flux_config(*c);
   ASSERT_TRUE(config.ok());
@@ -290,7 +290,7 @@ TEST(FluxMemory, TensorSpecsAreTheCheckpointsTensors) {
 
 TEST(FluxMemory, PredictedResidentBytesAreTheLoadedOnes) {
   const fs::path dir = kAutoRound / "transformer";
-  auto c = diffusion::Component::open(dir.string());
+  auto c = models::Component::open(dir.string());
   ASSERT_TRUE(c.ok());
   auto config = diffusion::read_flux_config(*c);
   ASSERT_TRUE(config.ok());

@@ -1,12 +1,12 @@
-// diffusion: a pipeline component folder's config and weights (see component.h).
-#include "diffusion/component.h"
+// models: a component folder's config and weights (see component.h).
+#include "models/component.h"
 
 #include <filesystem>
 
 #include "core/json.h"
 #include "models/linear_loader.h"
 
-namespace qs::diffusion {
+namespace qs::models {
 
 namespace fs = std::filesystem;
 
@@ -118,4 +118,4 @@ Result<std::vector<int64_t>> Component::int_list_field(const std::string& key,
   return invalid_argument(dir_ + "/config.json: '" + key + "' is not a list of integers");
 }
 
-}  // namespace qs::diffusion
+}  // namespace qs::models

@@ -1,11 +1,12 @@
-// diffusion: one component folder of a diffusers pipeline directory (transformer/, vae/,
-// text_encoder/, ...): its config.json and its weights, which diffusers names
-// diffusion_pytorch_model.safetensors and transformers model.safetensors (either may be
-// sharded with a .index.json; io::Checkpoint reads both). Tensors are zero-copy views of the
-// mapped files; the getters check shapes and name the folder, the tensor and the expected and
-// found shapes. A component whose config carries a quantization_config (an AutoRound W4A16
-// transformer/, as auto-round exports FLUX) has its linears built by the LLM loader
-// (models/linear_loader.h), so every layout and kernel of the text models serves it too.
+// models: one component folder of a diffusers pipeline directory (transformer/, vae/,
+// text_encoder/, ...) or a transformers model directory read module by module (Whisper): its
+// config.json and its weights, which diffusers names diffusion_pytorch_model.safetensors and
+// transformers model.safetensors (either may be sharded with a .index.json; io::Checkpoint reads
+// both). Tensors are zero-copy views of the mapped files; the getters check shapes and name the
+// folder, the tensor and the expected and found shapes. A component whose config carries a
+// quantization_config (an AutoRound W4A16 transformer/, as auto-round exports FLUX) has its linears
+// built by the LLM loader (models/linear_loader.h), so every layout and kernel of the text models
+// serves it too.
 #pragma once
 
 #include <memory>
@@ -21,10 +22,8 @@
 #include "ops/linear.h"
 
 namespace qs::models {
-class LinearLoader;
-}
 
-namespace qs::diffusion {
+class LinearLoader;
 
 class Component {
  public:
@@ -68,4 +67,4 @@ class Component {
   std::shared_ptr<models::LinearLoader> loader_;  // only when quantized
 };
 
-}  // namespace qs::diffusion
+}  // namespace qs::models
