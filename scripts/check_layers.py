@@ -34,6 +34,7 @@ LAYERS = [
     "models",
     "engine",
     "diffusion",
+    "audio",
     "bench_client",
     "server",
     "quant",
