@@ -173,9 +173,11 @@ def main():
     seed("llama2c", "tiny_wcls", struct.pack("<7i", dim, hidden, layers, heads, kv, -vocab, seq)
          + floats + wcls + SEP)
     gguf_seeds()
+    ct2_seeds()
     openai_seeds()
     image_seeds()
     images_request_seeds()
+    sound_file_seeds()
     return 0
 
 
@@ -338,6 +340,75 @@ def gguf_read_strings(b, keys):
     return out
 
 
+# CTranslate2 model.bin (io/ct2_model.h): a u32 version, strings as a u16 length counting a
+# NUL, then the bytes and the NUL; each variable's name, rank, u32 dims, dtype id, byte count
+# and bytes; then the aliases. A WhisperSpec of d_model 4 with one layer a side, f32 and with
+# one int8 weight, next to a tokenizer.json holding the added tokens the importer reads.
+def ct2_str(text):
+    return struct.pack("<H", len(text) + 1) + text.encode() + b"\0"
+
+
+def ct2_model(variables, aliases, spec="WhisperSpec"):
+    out = struct.pack("<I", 6) + ct2_str(spec) + struct.pack("<II", 3, len(variables))
+    for name, shape, dtype, data in variables:
+        out += ct2_str(name) + struct.pack(f"<B{len(shape)}I", len(shape), *shape)
+        out += struct.pack("<BI", dtype, len(data)) + data
+    out += struct.pack("<I", len(aliases))
+    return out + b"".join(ct2_str(a) + ct2_str(t) for a, t in aliases)
+
+
+def ct2_seeds():
+    d, ffn, vocab = 4, 8, 12
+
+    def f32(name, *shape):
+        n = 1
+        for x in shape:
+            n *= x
+        return (name, shape, 0, struct.pack(f"<{n}f", *[(i % 5) * 0.25 - 0.5 for i in range(n)]))
+
+    def linear(prefix, rows, cols, parts=1):
+        return [f32(prefix + "/weight", parts * rows, cols), (prefix + "/bias", (parts * rows,), 0,
+                struct.pack(f"<{parts * rows}f", *[0.0 if 0 < i // rows < 2 else 0.5
+                                                   for i in range(parts * rows)]))]
+
+    def norm(prefix):
+        return [f32(prefix + "/gamma", d), f32(prefix + "/beta", d)]
+
+    v = [f32("encoder/conv1/weight", d, 2, 3), f32("encoder/conv1/bias", d),
+         f32("encoder/conv2/weight", d, d, 3), f32("encoder/conv2/bias", d),
+         f32("encoder/position_encodings/encodings", 3, d), ("encoder/num_heads", (), 2,
+         struct.pack("<h", 2))] + norm("encoder/layer_norm")
+    for side in ("encoder", "decoder"):
+        layer = side + "/layer_0/"
+        v += norm(layer + "self_attention/layer_norm")
+        v += linear(layer + "self_attention/linear_0", d, d, 3)
+        v += linear(layer + "self_attention/linear_1", d, d)
+        if side == "decoder":
+            v += norm(layer + "attention/layer_norm") + linear(layer + "attention/linear_0", d, d)
+            v += [f32(layer + "attention/linear_1/weight", 2 * d, d), (layer +
+                  "attention/linear_1/bias", (2 * d,), 0, struct.pack(f"<{2 * d}f", *[0.0] * 2 * d))]
+            v += linear(layer + "attention/linear_2", d, d)
+        v += norm(layer + "ffn/layer_norm") + linear(layer + "ffn/linear_0", ffn, d)
+        v += linear(layer + "ffn/linear_1", d, ffn)
+    v += [f32("decoder/embeddings/weight", vocab, d), f32("decoder/position_encodings/encodings",
+          5, d), ("decoder/num_heads", (), 2, struct.pack("<h", 2)),
+          ("decoder/activation", (), 1, b"\3"), ("decoder/pre_norm", (), 1, b"\1")]
+    v += norm("decoder/layer_norm")
+    names = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|translate|>",
+             "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>",
+             "<|notimestamps|>", "<|0.00|>"]
+    tokenizer = json.dumps({"added_tokens": [{"id": 2 + i, "content": t, "special": True}
+                                             for i, t in enumerate(names)]}).encode()
+    config = json.dumps({"alignment_heads": [[0, 1]], "suppress_ids": [1],
+                         "suppress_ids_begin": [2]}).encode()
+    tied = [("decoder/projection/weight", "decoder/embeddings/weight")]
+    seed("ct2", "whisper_f32", ct2_model(v, tied) + SEP + tokenizer + SEP + config)
+    int8 = [(n, s, 1, bytes(range(len(data) // 4))) if n == "encoder/conv2/weight" else
+            (n, s, t, data) for n, s, t, data in v]
+    int8.append(("encoder/conv2/weight_scale", (d,), 0, struct.pack(f"<{d}f", *[2.0] * d)))
+    seed("ct2", "whisper_int8", ct2_model(int8, tied) + SEP + tokenizer + SEP)
+
+
 def openai_seeds():
     """Request bodies of each endpoint, as the OpenAI client and vLLM's tests send them."""
     bodies = {
@@ -448,6 +519,31 @@ def images_request_seeds():
     ]
     for i, body in enumerate(bodies):
         seed("images_request", f"body_{i}", json.dumps(body).encode())
+
+
+def wav(rate, channels, bits, frames, tag=1):
+    """A canonical WAV of a ramp; tag 1 is PCM, 3 IEEE float."""
+    block = channels * bits // 8
+    if tag == 3:
+        data = struct.pack(f"<{frames * channels}f", *[(i % 64) / 32 - 1 for i in
+                                                        range(frames * channels)])
+    else:
+        data = bytes((i * 37) % 256 for i in range(frames * block))
+    fmt = struct.pack("<HHIIHH", tag, channels, rate, rate * block, block, bits)
+    body = b"WAVEfmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack(
+        "<I", len(data)) + data
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def sound_file_seeds():
+    """Uploads: small WAVs of each encoding and rate path, and the audio fixtures' compressed
+    files (OGG/Vorbis, MP3, stereo FLAC at 22.05 kHz)."""
+    seed("sound_file", "pcm16_16k", wav(16000, 1, 16, 400))
+    seed("sound_file", "pcm24_44k_stereo", wav(44100, 2, 24, 300))
+    seed("sound_file", "pcm8_8k", wav(8000, 1, 8, 300))
+    seed("sound_file", "float_48k", wav(48000, 1, 32, 300, tag=3))
+    for name in ("hello_16k.ogg", "hello_16k.mp3", "fox_22050_stereo.flac"):
+        seed("sound_file", name.replace(".", "_"), read(os.path.join(FIX, "audio", name)))
 
 
 if __name__ == "__main__":

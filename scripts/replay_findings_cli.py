@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Replays a sample of the fuzzers' inputs through the quantserve command line: each input is
 planted, as the fuzz target reads it, into a copy of the in-tree fixture checkpoint (or passed
-to `import gguf` / `import llama2c`, or into a copy of the tiny FLUX.1 pipeline for
+to `import gguf` / `import llama2c` / `import ct2`, or into a copy of the tiny FLUX.1 pipeline for
 `generate-image`), and the command is run. Inputs come from fuzz/regressions
 (inputs that once crashed a parser), fuzz/seeds, and build-san/corpus when a local campaign
 left one; each seed is also replayed cut to half its length, which makes most of them
@@ -46,7 +46,7 @@ CHECKPOINT_TARGETS = {
     # quantization_config + "n k" + the module's tensors: the tensors become the checkpoint.
     "quant_layouts": ([None, None, "model.safetensors"], []),
 }
-IMPORT_TARGETS = ["gguf", "llama2c"]
+IMPORT_TARGETS = ["gguf", "llama2c", "ct2"]
 # The image pipeline's targets, planted into a copy of the tiny FLUX.1 pipeline and run through
 # `generate-image`: target -> the files its parts become (an empty part keeps the fixture's).
 FLUX = os.path.join(ROOT, "tests", "golden", "fixtures", "flux", "tiny_pipeline")
@@ -142,6 +142,15 @@ def plant(target, data, work):
             f.write(data)
         return ["import", "gguf", "--gguf", os.path.join(work, "model.gguf"), "--out", out], \
             ["model.gguf"]
+    if target == "ct2":
+        planted = []
+        three = parts[:2] + [SEP.join(parts[2:])]  # fuzz::split(…, 3): the last takes the rest
+        for name, part in zip(["model.bin", "tokenizer.json", "config.json"], three):
+            if part or name != "config.json":
+                with open(os.path.join(work, name), "wb") as f:
+                    f.write(part)
+                planted.append(name)
+        return ["import", "ct2", "--model", work, "--out", out], planted + [work + ":"]
     bins = [parts[0], SEP.join(parts[1:])]
     for name, part in zip(["model.bin", "tokenizer.bin"], bins):
         with open(os.path.join(work, name), "wb") as f:
