@@ -20,5 +20,6 @@ int cmd_chat(const Args& args);            // cmd_chat.cc
 int cmd_eval(const Args& args);            // cmd_eval.cc
 int cmd_quantize(const Args& args);        // cmd_quantize.cc
 int cmd_serve(const Args& args);           // cmd_serve.cc
+int cmd_transcribe(const Args& args);      // cmd_transcribe.cc
 
 }  // namespace qs::apps

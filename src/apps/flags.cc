@@ -52,7 +52,8 @@ Status Flags::parse(const Args& args) {
 }
 
 std::string Flags::usage(const std::string& command) const {
-  std::string s = "usage: quantserve " + command + " [options]\n\noptions:\n";
+  std::string s = "usage: quantserve " + command + " [options]" +
+                  (positional_name_.empty() ? "" : " " + positional_name_) + "\n\noptions:\n";
   for (const auto& name : order_) {
     const Spec& spec = specs_.at(name);
     std::string left = "  --" + name + (spec.is_bool ? "" : " VALUE");
@@ -130,7 +131,7 @@ int run_command(const std::string& name, Flags& flags, const Args& args,
     std::printf("%s", flags.usage(name).c_str());
     return 0;
   }
-  if (s.ok() && !flags.positionals().empty()) {
+  if (s.ok() && !flags.positionals().empty() && !flags.accepts_positionals()) {
     s = invalid_argument("unexpected argument '" + flags.positionals()[0] + "'");
   }
   if (s.ok()) s = check(flags);

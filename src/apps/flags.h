@@ -20,6 +20,12 @@ class Flags {
   // Declares a flag. `is_bool` flags take no value. Returns *this for chaining.
   Flags& add(const std::string& name, const std::string& help, bool is_bool = false,
              const std::string& default_value = "");
+  // Lets run_command accept positional arguments (FILE...), named `name` in the usage line.
+  Flags& takes_positionals(const std::string& name) {
+    positional_name_ = name;
+    return *this;
+  }
+  bool accepts_positionals() const { return !positional_name_.empty(); }
   // Parses args; positional arguments are kept in positionals().
   Status parse(const Args& args);
 
@@ -47,6 +53,7 @@ class Flags {
   std::vector<std::string> order_;
   std::map<std::string, std::vector<std::string>> values_;
   std::vector<std::string> positionals_;
+  std::string positional_name_;
   bool help_ = false;
 };
 

@@ -22,6 +22,8 @@ const std::vector<Command> kCommands = {
      "one FLUX.1 image from a diffusers pipeline directory, as PNG"},
     {"compare-images", qs::apps::cmd_compare_images,
      "same-seed PSNR/SSIM/latent cosine of two FLUX pipelines, JSON report and grid"},
+    {"transcribe", qs::apps::cmd_transcribe,
+     "speech to text with a Whisper checkpoint (text, json, verbose_json, srt, vtt)"},
     {"chat", qs::apps::cmd_chat, "interactive conversation in the model's chat template"},
     {"serve", qs::apps::cmd_serve, "OpenAI-compatible HTTP server (vLLM's endpoints and flags)"},
     {"inspect", qs::apps::cmd_inspect, "summarize a checkpoint directory (--json available)"},

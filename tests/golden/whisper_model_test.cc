@@ -84,7 +84,7 @@ TEST_F(WhisperGolden, PromptLogitsMatchTransformers) {
 TEST_F(WhisperGolden, GreedyStepsOverTheCacheMatchTransformers) {
   std::vector<float> enc;
   ASSERT_TRUE(model_->encode(f32("features").data(), &enc, pool_).ok());
-  const int64_t n_src = model_->config().max_source_positions, vocab = 120;
+  const int64_t n_src = model_->config().max_source_positions, vocab = 300;
   const std::vector<int32_t> prompt = i32("prompt_ids"), greedy = i32("greedy_ids");
   const std::vector<float> want = f32("step_logits");
   for (bool batched : {false, true}) {
@@ -95,7 +95,7 @@ TEST_F(WhisperGolden, GreedyStepsOverTheCacheMatchTransformers) {
     std::vector<std::vector<int32_t>> toks = {prompt};
     if (batched) {
       states.push_back(&other);
-      toks.push_back({100, 5, 6});
+      toks.push_back({257, 5, 6});
     }
     std::vector<float> logits;
     for (size_t step = 0; step + prompt.size() < greedy.size(); ++step) {
@@ -117,8 +117,8 @@ TEST_F(WhisperGolden, ChunkAfterThePastMatchesOneChunk) {
   ASSERT_TRUE(model_->encode(f32("features").data(), &enc, pool_).ok());
   const std::vector<int32_t> g = i32("greedy_ids");
   audio::WhisperDecoderState a, b;
-  ASSERT_TRUE(model_->start(enc.data(), 64, &a, pool_).ok());
-  ASSERT_TRUE(model_->start(enc.data(), 64, &b, pool_).ok());
+  ASSERT_TRUE(model_->start(enc.data(), 100, &a, pool_).ok());
+  ASSERT_TRUE(model_->start(enc.data(), 100, &b, pool_).ok());
   audio::WhisperDecoderState* sa[] = {&a};
   audio::WhisperDecoderState* sb[] = {&b};
   const std::vector<std::vector<int32_t>> all = {g};
@@ -127,8 +127,8 @@ TEST_F(WhisperGolden, ChunkAfterThePastMatchesOneChunk) {
   const std::vector<std::vector<int32_t>> rest = {{g.begin() + 4, g.end()}};
   ASSERT_TRUE(model_->decode(sb, first, true, &split, pool_).ok());
   ASSERT_TRUE(model_->decode(sb, rest, true, &split, pool_).ok());
-  ASSERT_EQ(split.size(), (g.size() - 4) * 120);
-  EXPECT_LT(rel_err(split.data(), whole.data() + 4 * 120, split.size()), 1e-5f);
+  ASSERT_EQ(split.size(), (g.size() - 4) * 300);
+  EXPECT_LT(rel_err(split.data(), whole.data() + 4 * 300, split.size()), 1e-5f);
 }
 
 TEST_F(WhisperGolden, RefusesBadDecodes) {
@@ -136,17 +136,17 @@ TEST_F(WhisperGolden, RefusesBadDecodes) {
   ASSERT_TRUE(model_->encode(f32("features").data(), &enc, pool_).ok());
   audio::WhisperDecoderState s;
   audio::WhisperDecoderState* states[] = {&s};
-  const std::vector<std::vector<int32_t>> one = {{100}};
+  const std::vector<std::vector<int32_t>> one = {{257}};
   EXPECT_FALSE(model_->decode(states, one, false, &logits, pool_).ok());  // not started
-  ASSERT_TRUE(model_->start(enc.data(), 64, &s, pool_).ok());
-  const std::vector<std::vector<int32_t>> bad_id = {{100, 120}};
+  ASSERT_TRUE(model_->start(enc.data(), 100, &s, pool_).ok());
+  const std::vector<std::vector<int32_t>> bad_id = {{257, 300}};
   EXPECT_FALSE(model_->decode(states, bad_id, false, &logits, pool_).ok());
   const std::vector<std::vector<int32_t>> too_long = {std::vector<int32_t>(25, 3)};
   EXPECT_FALSE(model_->decode(states, too_long, false, &logits, pool_).ok());
   const std::vector<std::vector<int32_t>> none = {{}};
   EXPECT_FALSE(model_->decode(states, none, false, &logits, pool_).ok());
   EXPECT_EQ(s.length, 0);
-  EXPECT_FALSE(model_->start(enc.data(), 65, &s, pool_).ok());
+  EXPECT_FALSE(model_->start(enc.data(), 101, &s, pool_).ok());
 }
 
 TEST(WhisperLoad, NamesTheMissingTensor) {
