@@ -2,7 +2,8 @@
 // flag names. Loads the model, tokenizer, chat template and generation_config.json, starts
 // the engine thread and the HTTP server on 127.0.0.1:8000 by default, and runs until
 // SIGTERM or SIGINT, which end in-flight requests ("abort") and exit 0. A diffusers pipeline
-// directory (model_index.json) is served as an image model (/v1/images/generations) instead.
+// directory (model_index.json) is served as an image model (/v1/images/generations) instead,
+// and a Whisper checkpoint as a transcription model (/v1/audio/transcriptions).
 #include <pthread.h>
 #include <signal.h>
 
@@ -19,6 +20,8 @@
 #include "apps/flags.h"
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
+#include "audio/transcribe.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "diffusion/flux_pipeline.h"
@@ -26,6 +29,7 @@
 #include "engine/memory_budget.h"
 #include "io/generation_config.h"
 #include "models/model.h"
+#include "server/audio_backend.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
 #include "server/image_backend.h"
@@ -68,6 +72,16 @@ Result<int64_t> parse_bytes(const std::string& text) {
   return static_cast<int64_t>(v * scale);
 }
 
+// A week of audio is past any recording sent in one request, and keeps the sample counts it
+// implies far from overflowing.
+Result<double> max_audio_seconds(const Flags& flags) {
+  QS_ASSIGN_OR_RETURN(double v, flags.get_double("max-audio-seconds"));
+  if (!(v > 0 && v <= 7 * 24 * 3600.0)) {
+    return invalid_argument("--max-audio-seconds must be positive and at most a week");
+  }
+  return v;
+}
+
 Status check_flag_values(const Flags& flags) {
   if (flags.positionals().size() > 1) {
     return invalid_argument("unexpected argument '" + flags.positionals()[1] + "'");
@@ -84,6 +98,7 @@ Status check_flag_values(const Flags& flags) {
   if (flags.has("kv-cache-memory"))
     QS_RETURN_IF_ERROR(parse_bytes(flags.get("kv-cache-memory")).status());
   QS_RETURN_IF_ERROR(kv_cache_dtype_from_flags(flags).status());
+  QS_RETURN_IF_ERROR(max_audio_seconds(flags).status());
   return ok_status();
 }
 
@@ -207,6 +222,53 @@ Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int
   return served;
 }
 
+// transformers' test for a Whisper checkpoint: its config's model_type, or the architecture
+// save_pretrained writes. A config that cannot be read is left to the LLM loader to report.
+bool is_whisper_checkpoint(const std::string& dir) {
+  const std::filesystem::path config = std::filesystem::path(dir) / "config.json";
+  if (!std::filesystem::is_regular_file(config)) return false;
+  Result<nlohmann::json> j = read_json(config.string());
+  if (!j.ok()) return false;
+  if (json_string_or(*j, "model_type", "") == "whisper") return true;
+  const auto arch = j->find("architectures");
+  if (arch == j->end() || !arch->is_array()) return false;
+  for (const nlohmann::json& a : *arch) {
+    if (a.is_string() && a.get<std::string>() == "WhisperForConditionalGeneration") return true;
+  }
+  return false;
+}
+
+// A Whisper checkpoint: the transcriber behind /v1/audio/transcriptions, one recording at a
+// time on its engine thread. The LLM flags do not apply to it.
+Status run_transcriber(const Flags& flags, const std::string& dir, int threads, int64_t port,
+                       sigset_t* signals) {
+  for (const char* f :
+       {"max-model-len", "chat-template", "max-logprobs", "max-num-seqs", "max-num-batched-tokens",
+        "kv-cache-memory", "gpu-memory-utilization", "no-enable-prefix-caching",
+        "enable-prompt-tokens-details", "quantization", "kv-cache-dtype"}) {
+    if (flags.has(f))
+      QS_LOG_WARN("--%s applies to LLMs only; %s is a Whisper checkpoint", f, dir.c_str());
+  }
+  QS_ASSIGN_OR_RETURN(audio::WhisperTranscriber whisper, audio::WhisperTranscriber::load(dir));
+  server::ModelInfo info;
+  info.served_model_name =
+      flags.has("served-model-name") ? flags.get("served-model-name") : model_dir(flags);
+  info.root = dir;
+  ThreadPool pool(threads);
+  server::AudioBackend backend(std::move(whisper), pool);
+  server::ServerMetrics metrics(info.served_model_name, 0);
+  // Requests wait in the backend's queue, each on its own HTTP thread.
+  server::ServerOptions options = server_options(flags, port, 64);
+  QS_ASSIGN_OR_RETURN(options.max_audio_seconds, max_audio_seconds(flags));
+  server::HttpServer http(options, info, backend, metrics);
+  char detail[96];
+  std::snprintf(detail, sizeof(detail), "Whisper, /v1/audio/transcriptions, %d threads", threads);
+  Status served = serve_until_signal(http, options, info, detail, signals);
+  backend.shutdown();
+  QS_LOG_INFO("server stopped");
+  return served;
+}
+
 Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, model_dir(flags)));
   QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
@@ -224,9 +286,14 @@ Status run(const Flags& flags) {
   // A client that hangs up must be a failed write, not a dead server.
   signal(SIGPIPE, SIG_IGN);
 
+  const bool whisper = is_whisper_checkpoint(dir);
+  if (!whisper && flags.has("max-audio-seconds"))
+    QS_LOG_WARN("--max-audio-seconds applies to Whisper checkpoints only; %s is not one",
+                dir.c_str());
   if (std::filesystem::exists(std::filesystem::path(dir) / "model_index.json")) {
     return run_pipeline(flags, dir, threads, port, &signals);
   }
+  if (whisper) return run_transcriber(flags, dir, threads, port, &signals);
   QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
   QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(dir));
   QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));
@@ -292,8 +359,8 @@ int cmd_serve(const Args& args) {
   Flags flags;
   flags
       .add("model",
-           "checkpoint directory, or a FLUX.1 diffusers pipeline directory (or give it as the "
-           "first argument)")
+           "checkpoint directory, a FLUX.1 diffusers pipeline directory or a Whisper checkpoint "
+           "(or give it as the first argument)")
       .add("host", "address to listen on", false, "127.0.0.1")
       .add("port", "port to listen on (0: any free port, logged at start)", false, "8000")
       .add("served-model-name",
@@ -315,6 +382,8 @@ int cmd_serve(const Args& args) {
       .add("no-enable-prefix-caching", "disable prefix caching", true)
       .add("enable-prompt-tokens-details",
            "usage.prompt_tokens_details.cached_tokens: prompt tokens the prefix cache served", true)
+      .add("max-audio-seconds", "Whisper: refuse recordings longer than this, from their header",
+           false, "3600")
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()));
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);

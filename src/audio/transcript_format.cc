@@ -58,7 +58,7 @@ std::string format_transcript(const Transcript& t, TranscriptFormat format) {
     case TranscriptFormat::kJson:
       return nlohmann::json{{"text", t.text()}}.dump();
     case TranscriptFormat::kVerboseJson: {
-      nlohmann::json segs = nlohmann::json::array();
+      nlohmann::ordered_json segs = nlohmann::ordered_json::array();
       for (const TranscriptSegment& s : t.segments) {
         segs.push_back({{"id", s.id},
                         {"seek", s.seek},
@@ -71,11 +71,11 @@ std::string format_transcript(const Transcript& t, TranscriptFormat format) {
                         {"compression_ratio", s.compression_ratio},
                         {"no_speech_prob", s.no_speech_prob}});
       }
-      return nlohmann::json{{"task", t.task},
-                            {"language", language_name(t.language)},
-                            {"duration", t.duration},
-                            {"text", t.text()},
-                            {"segments", segs}}
+      return nlohmann::ordered_json{{"task", t.task},
+                                    {"language", language_name(t.language)},
+                                    {"duration", t.duration},
+                                    {"text", t.text()},
+                                    {"segments", segs}}
           .dump();
     }
     case TranscriptFormat::kSrt: {

@@ -54,6 +54,20 @@ HttpServer::HttpServer(ServerOptions options, const ModelInfo& model, ImageBacke
   install_routes();
 }
 
+HttpServer::HttpServer(ServerOptions options, const ModelInfo& model, AudioBackend& audio,
+                       ServerMetrics& metrics)
+    : options_(std::move(options)),
+      model_(model),
+      audio_(&audio),
+      metrics_(metrics),
+      transcriptions_(std::make_unique<TranscriptionsHandler>(model, audio, metrics, inflight_,
+                                                              options_.max_audio_seconds)),
+      http_(std::make_unique<httplib::Server>()),
+      started_(static_cast<int64_t>(std::time(nullptr))) {
+  metrics_.enable_transcription_metrics();
+  install_routes();
+}
+
 HttpServer::~HttpServer() = default;
 
 void HttpServer::install_routes() {
@@ -129,6 +143,13 @@ void HttpServer::install_routes() {
     }
     images_handler_->handle(req, res, res.get_header_value(kRequestIdHeader));
   });
+  s.Post("/v1/audio/transcriptions", [this](const httplib::Request& req, httplib::Response& res) {
+    if (draining_) return send_error(res, service_unavailable("The server is shutting down."));
+    if (!transcriptions_) {
+      return send_error(res, bad_request("The model does not support Transcriptions API"));
+    }
+    transcriptions_->handle(req, res, res.get_header_value(kRequestIdHeader));
+  });
   // Tokenizer endpoints need the LLM's tokenizer.
   auto no_tokenizer = [this](httplib::Response& res) {
     if (model_.tokenizer) return false;
@@ -155,7 +176,10 @@ void HttpServer::install_routes() {
   });
   auto health = [this](const httplib::Request&, httplib::Response& res) {
     // vLLM: 200 with an empty body while the engine lives, 503 once it has died.
-    res.status = (backend_ ? backend_->healthy() : images_->healthy()) ? 200 : 503;
+    const bool healthy = backend_  ? backend_->healthy()
+                         : images_ ? images_->healthy()
+                                   : audio_->healthy();
+    res.status = healthy ? 200 : 503;
     if (res.status != 200) send_error(res, service_unavailable("The engine is not running."));
   };
   s.Get("/health", health);
@@ -194,8 +218,10 @@ void HttpServer::shutdown() {
   // response (stream or body) is completed before the listener goes.
   if (backend_) {
     for (const std::string& id : inflight_.ids()) backend_->abort(id);
-  } else {
+  } else if (images_) {
     images_->cancel_all();
+  } else {
+    audio_->cancel_all();
   }
   if (!inflight_.wait_empty(kDrainTimeout)) {
     QS_LOG_WARN("shutdown: requests still in flight after %lld ms; closing anyway",

@@ -7,7 +7,9 @@
 // flight, lets those responses end, then stops the listener. A pipeline server (a diffusers
 // directory) answers POST /v1/images/generations instead of the text endpoints, which then
 // say the model does not support them, as vLLM-Omni's diffusion server; an LLM server answers
-// the images endpoint with vLLM-Omni's 503 "Diffusion engine not initialized".
+// the images endpoint with vLLM-Omni's 503 "Diffusion engine not initialized". A transcription
+// server (a Whisper checkpoint) answers POST /v1/audio/transcriptions likewise, and the other
+// servers answer that endpoint with vLLM's 400 "The model does not support Transcriptions API".
 #pragma once
 
 #include <atomic>
@@ -15,12 +17,14 @@
 #include <string>
 
 #include "core/status.h"
+#include "server/audio_backend.h"
 #include "server/backend.h"
 #include "server/generation_handler.h"
 #include "server/image_backend.h"
 #include "server/images_handler.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/transcriptions_handler.h"
 
 namespace httplib {
 class Server;
@@ -35,6 +39,8 @@ struct ServerOptions {
   int http_threads = 64;  // concurrent connections served; a stream holds one
   // vLLM's --enable-prompt-tokens-details: usage reports the prefix-cache hit per response.
   bool enable_prompt_tokens_details = false;
+  // A transcription server refuses recordings longer than this, from their header.
+  double max_audio_seconds = 3600.0;
 };
 
 class HttpServer {
@@ -44,6 +50,9 @@ class HttpServer {
              ServerMetrics& metrics);
   // A pipeline server: `model` names it (no tokenizer), `images` generates.
   HttpServer(ServerOptions options, const ModelInfo& model, ImageBackend& images,
+             ServerMetrics& metrics);
+  // A transcription server: `model` names it (no tokenizer), `audio` transcribes.
+  HttpServer(ServerOptions options, const ModelInfo& model, AudioBackend& audio,
              ServerMetrics& metrics);
   ~HttpServer();
 
@@ -59,12 +68,14 @@ class HttpServer {
 
   ServerOptions options_;
   const ModelInfo& model_;
-  GenerationBackend* backend_ = nullptr;  // exactly one of backend_ and images_ is set
+  GenerationBackend* backend_ = nullptr;  // exactly one of backend_, images_, audio_ is set
   ImageBackend* images_ = nullptr;
+  AudioBackend* audio_ = nullptr;
   ServerMetrics& metrics_;
   InflightRequests inflight_;
   std::unique_ptr<GenerationHandler> generation_;
   std::unique_ptr<ImagesHandler> images_handler_;
+  std::unique_ptr<TranscriptionsHandler> transcriptions_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> draining_{false};
   const int64_t started_ = 0;  // unix seconds, the `created` of /v1/models

@@ -17,7 +17,7 @@ constexpr int64_t kMaxSizeDigits = 9;
 
 // OpenAI's images fields that change nothing here (DALL-E / gpt-image styling); vLLM-Omni
 // accepts and ignores them too.
-const std::set<std::string>& accepted_fields() {
+const std::set<std::string>& accepted_image_fields() {
   static const std::set<std::string> kFields = {"prompt",
                                                 "model",
                                                 "n",
@@ -175,7 +175,7 @@ std::optional<ApiError> parse_images_request(const std::string& body_text, Image
     r->seed = static_cast<uint64_t>(*seed);
   }
   for (const auto& [key, value] : body.items()) {
-    if (!accepted_fields().count(key)) r->ignored_fields.push_back(key);
+    if (!accepted_image_fields().count(key)) r->ignored_fields.push_back(key);
   }
   return std::nullopt;
 }

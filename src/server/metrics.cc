@@ -240,6 +240,26 @@ void ServerMetrics::request_finished(const std::string& finish_reason, double e2
                     static_cast<double>(generation_tokens));
 }
 
+void ServerMetrics::enable_transcription_metrics() {
+  std::call_once(transcription_metrics_, [this] {
+    // Not vLLM's (it has no audio metrics): what a Whisper server has done.
+    registry_.define("quantserve:transcription_requests", "Transcriptions answered.",
+                     MetricType::kCounter);
+    registry_.define("quantserve:transcription_audio_seconds", "Seconds of audio transcribed.",
+                     MetricType::kCounter);
+    registry_.add("quantserve:transcription_requests", model_, 0);
+    registry_.add("quantserve:transcription_audio_seconds", model_, 0);
+  });
+}
+
+void ServerMetrics::transcription_finished(double audio_seconds, double e2e_seconds,
+                                           int64_t generated_tokens) {
+  registry_.add("quantserve:transcription_requests", model_, 1);
+  registry_.add("quantserve:transcription_audio_seconds", model_, audio_seconds);
+  add_generation_tokens(generated_tokens);
+  request_finished("stop", e2e_seconds, 0, generated_tokens);
+}
+
 void ServerMetrics::set_engine_stats(const EngineStats& s) {
   registry_.set("vllm:num_requests_running", model_, static_cast<double>(s.num_running));
   registry_.set("vllm:num_requests_waiting", model_, static_cast<double>(s.num_waiting));

@@ -76,12 +76,20 @@ class ServerMetrics {
                         int64_t generation_tokens);
   void set_engine_stats(const EngineStats& stats);
 
+  // A transcription server's own counters (requests, seconds of audio), defined and at zero
+  // from the first call on; idempotent.
+  void enable_transcription_metrics();
+  // One transcript answered: counted by vLLM's request metrics too, as vLLM's transcriptions
+  // go through its engine (the decoder's tokens as generation tokens, no prompt tokens).
+  void transcription_finished(double audio_seconds, double e2e_seconds, int64_t generated_tokens);
+
   std::string render() const { return registry_.render(); }
   const MetricsRegistry& registry() const { return registry_; }
 
  private:
   Labels model_;
   MetricsRegistry registry_;
+  std::once_flag transcription_metrics_;
 };
 
 }  // namespace qs::server
