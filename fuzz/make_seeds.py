@@ -178,6 +178,7 @@ def main():
     image_seeds()
     images_request_seeds()
     sound_file_seeds()
+    transcriptions_request_seeds()
     return 0
 
 
@@ -544,6 +545,35 @@ def sound_file_seeds():
     seed("sound_file", "float_48k", wav(48000, 1, 32, 300, tag=3))
     for name in ("hello_16k.ogg", "hello_16k.mp3", "fox_22050_stereo.flac"):
         seed("sound_file", name.replace(".", "_"), read(os.path.join(FIX, "audio", name)))
+
+
+def multipart(fields, boundary="qsfuzz"):
+    """A multipart/form-data body: fields are (name, value bytes, filename or None)."""
+    out = b""
+    for name, value, filename in fields:
+        disp = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+        out += f"--{boundary}\r\nContent-Disposition: {disp}\r\n".encode()
+        if filename:
+            out += b"Content-Type: audio/wav\r\n"
+        out += b"\r\n" + value + b"\r\n"
+    return out + f"--{boundary}--\r\n".encode()
+
+
+def transcriptions_request_seeds():
+    """Uploads to /v1/audio/transcriptions: an empty header part means the default
+    multipart content type with the boundary "qsfuzz"."""
+    sep = b"\n%%%%\n"
+    clip = wav(16000, 1, 16, 3200)  # 0.2 s
+    seed("transcriptions_request", "json", sep + multipart([("file", clip, "a.wav"),
+                                                              ("model", b"whisper", None)]))
+    for fmt in ("text", "verbose_json", "srt", "vtt"):
+        seed("transcriptions_request", fmt, sep + multipart(
+            [("file", clip, "a.wav"), ("response_format", fmt.encode(), None),
+             ("temperature", b"0.2", None), ("language", b"en", None)]))
+    seed("transcriptions_request", "no_file", sep + multipart([("model", b"whisper", None)]))
+    seed("transcriptions_request", "json_body", b"application/json" + sep + b'{"file": 1}')
+    seed("transcriptions_request", "other_boundary",
+         b"multipart/form-data; boundary=xyz" + sep + multipart([("file", clip, "b.wav")], "xyz"))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ BUILD=build-san
 TARGETS=(safetensors checkpoint_index model_config quant_config generation_config tokenizer_json
          vocab_merges tiktoken sentencepiece chat_template llama2c quant_layouts gguf
          openai_request pth clip_tokenizer unigram_tokenizer png flux_pipeline images_request
-         sound_file)
+         sound_file ct2 transcriptions_request)
 
 dict_for() {
   case "$1" in
@@ -32,6 +32,7 @@ dict_for() {
     pth) echo fuzz/dicts/pth.dict ;;
     png) echo fuzz/dicts/png.dict ;;
     sound_file) echo fuzz/dicts/audio.dict ;;
+    transcriptions_request) echo fuzz/dicts/multipart.dict ;;
     *) echo fuzz/dicts/json.dict ;;
   esac
 }
