@@ -7,6 +7,7 @@
 #include <set>
 
 #include "audio/log_mel.h"
+#include "audio/whisper_window.h"
 #include "core/json.h"
 
 namespace qs::audio {
@@ -162,100 +163,133 @@ Result<std::string> WhisperTranscriber::detect_language(const float* enc, Thread
   return best;
 }
 
+Result<std::unique_ptr<TranscriptionTask>> TranscriptionTask::start(
+    const WhisperTranscriber& w, const std::vector<float>& samples,
+    const TranscribeOptions& options, ThreadPool& pool) {
+  std::unique_ptr<TranscriptionTask> t(new TranscriptionTask(w, options));
+  const LogMelConfig& mel = w.mel_config();
+  QS_ASSIGN_OR_RETURN(t->mel_, whisper_features_whole(samples, mel.hop_length, mel));
+  t->content_frames_ = t->mel_.n_frames - 1;
+  t->out_.task = options.task;
+  t->out_.duration = static_cast<double>(samples.size()) / static_cast<double>(mel.sample_rate);
+  t->out_.language = options.language;
+  const WhisperTokens& ids = w.tokens();
+  if (t->out_.language.empty()) {
+    if (ids.multilingual && t->content_frames_ > 0) {
+      QS_RETURN_IF_ERROR(t->encode_at(0, std::min(mel.nb_max_frames, t->content_frames_), pool));
+      QS_ASSIGN_OR_RETURN(t->out_.language, w.detect_language(t->enc_.data(), pool));
+    } else {
+      t->out_.language = "en";
+    }
+  }
+  if (!ids.multilingual) t->out_.language = "en";
+  QS_ASSIGN_OR_RETURN(t->sot_seq_, ids.sot_sequence(t->out_.language, options.task));
+  if (!strip_ws(options.initial_prompt).empty()) {
+    t->all_tokens_ = w.tokenizer().encode(" " + strip_ws(options.initial_prompt), false);
+  }
+  return t;
+}
+
+TranscriptionTask::TranscriptionTask(const WhisperTranscriber& w, const TranscribeOptions& o)
+    : w_(w), options_(o), rng_(o.decode.seed) {}
+
+Status TranscriptionTask::encode_at(int64_t seek, int64_t size, ThreadPool& pool) {
+  const int64_t window = w_.mel_config().nb_max_frames, n_mels = mel_.n_mels;
+  segment_.assign(static_cast<size_t>(n_mels * window), 0.0f);  // pad_or_trim's zeros
+  for (int64_t m = 0; m < n_mels; ++m) {
+    std::copy_n(mel_.values.data() + m * mel_.n_frames + seek, size, segment_.data() + m * window);
+  }
+  return w_.model().encode(segment_.data(), &enc_, pool);
+}
+
+Status TranscriptionTask::open_window(ThreadPool& pool) {
+  if (window_ || done_) return ok_status();
+  if (seek_ >= content_frames_) {
+    done_ = true;
+    return ok_status();
+  }
+  const WhisperConfig& c = w_.model().config();
+  const WhisperTokens& ids = w_.tokens();
+  segment_size_ = std::min(w_.mel_config().nb_max_frames, content_frames_ - seek_);
+  QS_RETURN_IF_ERROR(encode_at(seek_, segment_size_, pool));
+  std::vector<int32_t> prompt;
+  const size_t max_previous = static_cast<size_t>(c.max_target_positions / 2 - 1);
+  if (all_tokens_.size() > prompt_reset_since_) {
+    prompt.push_back(ids.sot_prev);
+    const size_t n = std::min(all_tokens_.size() - prompt_reset_since_, max_previous);
+    prompt.insert(prompt.end(), all_tokens_.end() - n, all_tokens_.end());
+  }
+  prompt.insert(prompt.end(), sot_seq_.begin(), sot_seq_.end());
+  if (options_.decode.without_timestamps) prompt.push_back(ids.no_timestamps);
+  QS_ASSIGN_OR_RETURN(
+      window_, WindowDecoder::start(w_.model(), w_.tokenizer(), ids, enc_.data(),
+                                    c.max_source_positions, prompt, options_.decode, &rng_, pool));
+  return ok_status();
+}
+
+void TranscriptionTask::close_window() {
+  if (!window_ || !window_->done()) return;
+  const WindowResult r = window_->result();
+  window_.reset();
+  const LogMelConfig& mel = w_.mel_config();
+  const double time_per_frame =
+      static_cast<double>(mel.hop_length) / static_cast<double>(mel.sample_rate);
+  const WhisperDecodeOptions& d = options_.decode;
+  if (d.no_speech_threshold) {
+    bool skip = r.no_speech_prob > *d.no_speech_threshold;
+    if (d.log_prob_threshold && r.avg_logprob > *d.log_prob_threshold) skip = false;
+    if (skip) {
+      seek_ += segment_size_;
+      return;
+    }
+  }
+  const int64_t previous_seek = seek_;
+  WindowSplit split = split_by_timestamps(
+      w_.tokens(), r.tokens, static_cast<double>(seek_) * time_per_frame, segment_size_,
+      static_cast<double>(segment_size_) * time_per_frame, seek_);
+  // A window whose only complete pair sits at 0.00 would start the next one where it
+  // started (faster-whisper would loop on it forever); move on by the window instead.
+  seek_ = split.next_seek > seek_ ? split.next_seek : seek_ + segment_size_;
+  for (TranscriptSegment& s : split.segments) {
+    s.text = text_of(w_.tokenizer(), w_.tokens(), s.tokens);
+    if (s.start == s.end || strip_ws(s.text).empty()) continue;
+    all_tokens_.insert(all_tokens_.end(), s.tokens.begin(), s.tokens.end());
+    s.id = static_cast<int64_t>(out_.segments.size()) + 1;
+    s.seek = previous_seek;
+    s.temperature = r.temperature;
+    s.avg_logprob = r.avg_logprob;
+    s.compression_ratio = r.compression_ratio;
+    s.no_speech_prob = r.no_speech_prob;
+    out_.segments.push_back(std::move(s));
+  }
+  if (!options_.condition_on_previous_text ||
+      r.temperature > options_.prompt_reset_on_temperature) {
+    prompt_reset_since_ = all_tokens_.size();
+  }
+}
+
 Result<Transcript> WhisperTranscriber::transcribe(const std::vector<float>& samples,
                                                   const TranscribeOptions& options,
                                                   ThreadPool& pool) const {
-  const WhisperConfig& c = model_->config();
-  const int64_t window = mel_.nb_max_frames, n_mels = mel_.n_mels;
-  const double time_per_frame =
-      static_cast<double>(mel_.hop_length) / static_cast<double>(mel_.sample_rate);
-  QS_ASSIGN_OR_RETURN(LogMel mel, whisper_features_whole(samples, mel_.hop_length, mel_));
-  const int64_t content_frames = mel.n_frames - 1;
-
-  Transcript out;
-  out.task = options.task;
-  out.duration = static_cast<double>(samples.size()) / static_cast<double>(mel_.sample_rate);
-  std::vector<float> segment(static_cast<size_t>(n_mels * window));
-  std::vector<float> enc;
-  auto encode_at = [&](int64_t seek, int64_t size) -> Status {
-    std::fill(segment.begin(), segment.end(), 0.0f);  // pad_or_trim's zeros past the audio
-    for (int64_t m = 0; m < n_mels; ++m) {
-      std::copy_n(mel.values.data() + m * mel.n_frames + seek, size, segment.data() + m * window);
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<TranscriptionTask> task,
+                      TranscriptionTask::start(*this, samples, options, pool));
+  std::vector<WhisperDecoderState*> states;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<float> logits;
+  for (;;) {
+    QS_RETURN_IF_ERROR(task->open_window(pool));
+    if (task->done()) break;
+    WindowDecoder& w = *task->window();
+    while (!w.done()) {
+      states.clear();
+      tokens.clear();
+      w.pending(&states, &tokens);
+      QS_RETURN_IF_ERROR(model_->decode(states, tokens, false, &logits, pool));
+      w.advance(logits.data());
     }
-    return model_->encode(segment.data(), &enc, pool);
-  };
-
-  out.language = options.language;
-  if (out.language.empty()) {
-    if (ids_.multilingual && content_frames > 0) {
-      QS_RETURN_IF_ERROR(encode_at(0, std::min(window, content_frames)));
-      QS_ASSIGN_OR_RETURN(out.language, detect_language(enc.data(), pool));
-    } else {
-      out.language = "en";
-    }
+    task->close_window();
   }
-  if (!ids_.multilingual) out.language = "en";
-  QS_ASSIGN_OR_RETURN(std::vector<int32_t> sot_seq, ids_.sot_sequence(out.language, options.task));
-
-  std::vector<int32_t> all_tokens;
-  if (!strip_ws(options.initial_prompt).empty()) {
-    all_tokens = tokenizer_->encode(" " + strip_ws(options.initial_prompt), false);
-  }
-  size_t prompt_reset_since = 0;
-  std::mt19937_64 rng(options.decode.seed);
-  int64_t seek = 0;
-  const size_t max_previous = static_cast<size_t>(c.max_target_positions / 2 - 1);
-  while (seek < content_frames) {
-    const double time_offset = static_cast<double>(seek) * time_per_frame;
-    const int64_t segment_size = std::min(window, content_frames - seek);
-    const double segment_duration = static_cast<double>(segment_size) * time_per_frame;
-    QS_RETURN_IF_ERROR(encode_at(seek, segment_size));
-
-    std::vector<int32_t> prompt;
-    if (all_tokens.size() > prompt_reset_since) {
-      prompt.push_back(ids_.sot_prev);
-      const size_t n = std::min(all_tokens.size() - prompt_reset_since, max_previous);
-      prompt.insert(prompt.end(), all_tokens.end() - n, all_tokens.end());
-    }
-    prompt.insert(prompt.end(), sot_seq.begin(), sot_seq.end());
-    if (options.decode.without_timestamps) prompt.push_back(ids_.no_timestamps);
-
-    QS_ASSIGN_OR_RETURN(WindowResult r,
-                        decode_window(*model_, *tokenizer_, ids_, enc.data(),
-                                      c.max_source_positions, prompt, options.decode, rng, pool));
-    const WhisperDecodeOptions& d = options.decode;
-    if (d.no_speech_threshold) {
-      bool skip = r.no_speech_prob > *d.no_speech_threshold;
-      if (d.log_prob_threshold && r.avg_logprob > *d.log_prob_threshold) skip = false;
-      if (skip) {
-        seek += segment_size;
-        continue;
-      }
-    }
-    const int64_t previous_seek = seek;
-    WindowSplit split =
-        split_by_timestamps(ids_, r.tokens, time_offset, segment_size, segment_duration, seek);
-    // A window whose only complete pair sits at 0.00 would start the next one where it
-    // started (faster-whisper would loop on it forever); move on by the window instead.
-    seek = split.next_seek > seek ? split.next_seek : seek + segment_size;
-    for (TranscriptSegment& s : split.segments) {
-      s.text = text_of(*tokenizer_, ids_, s.tokens);
-      if (s.start == s.end || strip_ws(s.text).empty()) continue;
-      all_tokens.insert(all_tokens.end(), s.tokens.begin(), s.tokens.end());
-      s.id = static_cast<int64_t>(out.segments.size()) + 1;
-      s.seek = previous_seek;
-      s.temperature = r.temperature;
-      s.avg_logprob = r.avg_logprob;
-      s.compression_ratio = r.compression_ratio;
-      s.no_speech_prob = r.no_speech_prob;
-      out.segments.push_back(std::move(s));
-    }
-    if (!options.condition_on_previous_text ||
-        r.temperature > options.prompt_reset_on_temperature) {
-      prompt_reset_since = all_tokens.size();
-    }
-  }
-  return out;
+  return task->take_result();
 }
 
 }  // namespace qs::audio

@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "audio/log_mel.h"
 #include "audio/log_mel_config.h"
 #include "audio/whisper_decode.h"
 #include "audio/whisper_model.h"
+#include "audio/whisper_window.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "tokenizer/tokenizer.h"
@@ -82,6 +84,46 @@ class WhisperTranscriber {
   WhisperTokens ids_;
   LogMelConfig mel_;
   std::vector<int32_t> suppress_tokens_, begin_suppress_tokens_;
+};
+
+// One recording's transcription as a resumable task, so that an engine can keep several
+// going and put their decoder steps into one batch: open_window() encodes the next window and
+// starts its decoder (or marks the task done), the caller drives window() to done() (its
+// pending() sequences fed alone or batched with other tasks'), close_window() cuts its
+// segments and moves the seek. WhisperTranscriber::transcribe() drives one task alone.
+class TranscriptionTask {
+ public:
+  // Features of the whole recording, the language (detected on the first window of a
+  // multilingual model when not given), the initial prompt.
+  static Result<std::unique_ptr<TranscriptionTask>> start(const WhisperTranscriber& w,
+                                                          const std::vector<float>& samples,
+                                                          const TranscribeOptions& options,
+                                                          ThreadPool& pool);
+  TranscriptionTask(const TranscriptionTask&) = delete;
+  TranscriptionTask& operator=(const TranscriptionTask&) = delete;
+
+  bool done() const { return done_; }
+  Status open_window(ThreadPool& pool);
+  WindowDecoder* window() { return window_.get(); }  // null between windows
+  void close_window();
+  Transcript take_result() { return std::move(out_); }
+
+ private:
+  TranscriptionTask(const WhisperTranscriber& w, const TranscribeOptions& options);
+  Status encode_at(int64_t seek, int64_t size, ThreadPool& pool);
+
+  const WhisperTranscriber& w_;
+  const TranscribeOptions options_;
+  std::mt19937_64 rng_;
+  LogMel mel_;
+  int64_t content_frames_ = 0;
+  int64_t seek_ = 0, segment_size_ = 0;
+  std::vector<float> segment_, enc_;  // the window's features and encoder output
+  std::vector<int32_t> sot_seq_, all_tokens_;
+  size_t prompt_reset_since_ = 0;
+  std::unique_ptr<WindowDecoder> window_;
+  Transcript out_;
+  bool done_ = false;
 };
 
 }  // namespace qs::audio

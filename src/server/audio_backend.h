@@ -1,8 +1,11 @@
 // server: the speech engine of a transcription server. One engine thread owns the
-// WhisperTranscriber's ThreadPool and runs the queued jobs first come, first served, one
-// recording at a time; HTTP threads only validate, decode the upload, submit and cancel. A
-// job's cancel flag (its client went away, or the server is stopping) is looked at before the
-// job starts: a transcription once started runs to its end.
+// WhisperTranscriber's ThreadPool and keeps up to kMaxActive recordings going at once, in
+// first-come order: each step it opens the next window of every recording between windows
+// (its encoder pass) and then feeds one token to every sequence of every open window in a
+// single batched decoder pass, so that concurrent requests share the decoder's weight reads
+// (continuous batching, as the text engine does). HTTP threads only validate, decode the
+// upload, submit and cancel. A job's cancel flag (its client went away, or the server is
+// stopping) is looked at before it starts and between its steps.
 #pragma once
 
 #include <atomic>
@@ -27,7 +30,7 @@ struct AudioJob {
 };
 
 // Called once per job on the engine thread: the transcript, or the error ("cancelled before
-// it started" for a cancelled job).
+// it started", or "cancelled" once started).
 using AudioCallback = std::function<void(Result<audio::Transcript>)>;
 
 class AudioBackend {
@@ -45,13 +48,26 @@ class AudioBackend {
   // Queues a job behind the others; an error (the backend is shut down) means no callback.
   Status submit(AudioJob job, AudioCallback on_done);
   bool healthy() const { return !stopping_.load(); }
-  // Stops accepting jobs and cancels the queued ones (their callbacks still come); the running
-  // one finishes. Idempotent. shutdown() also joins the engine thread.
+  // Recordings transcribed at once; later jobs wait in the queue.
+  static constexpr size_t kMaxActive = 16;
+
+  // Stops accepting jobs and cancels the queued and running ones (their callbacks still
+  // come). Idempotent. shutdown() also joins the engine thread.
   void cancel_all();
   void shutdown();
 
  private:
+  struct Active {
+    AudioJob job;
+    AudioCallback on_done;
+    std::unique_ptr<audio::TranscriptionTask> task;
+  };
   void run();
+  // Moves queued jobs into `active` up to kMaxActive (waiting while there is nothing to do);
+  // false when stopping with nothing left.
+  bool admit(std::vector<Active>* active);
+  // One engine step over every active recording; finished ones get their callback and leave.
+  void step(std::vector<Active>* active);
 
   const audio::WhisperTranscriber transcriber_;
   ThreadPool& pool_;

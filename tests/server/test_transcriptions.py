@@ -146,6 +146,23 @@ def test_formats_agree_and_repeat(whisper_client, speech):
         assert "\n".join(block[2:]) == s.text.strip()
 
 
+def test_concurrent_requests_get_their_own_transcripts(whisper_client):
+    """Six uploads at once share the engine's batched decoder steps; each answer is what the
+    same upload gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+    clips = [(AUDIO_DIR / n).read_bytes() for n in ("hello_16k.wav", "fox_16k.wav")
+             if (AUDIO_DIR / n).exists()]
+    clips += [wav_bytes(seconds=s) for s in (0.7, 3.5, 5.0)]  # up to three 2 s windows
+    clips.append(wav_bytes(rate=22050, seconds=2.5, channels=2))
+    alone = [transcribe(whisper_client, c, response_format="verbose_json").model_dump()
+             for c in clips]
+    with ThreadPoolExecutor(len(clips)) as pool:
+        together = list(pool.map(
+            lambda c: transcribe(whisper_client, c, response_format="verbose_json").model_dump(),
+            clips))
+    assert together == alone
+
+
 def test_raw_content_types(whisper_server, speech):
     for fmt, ctype in (("json", "application/json"), ("verbose_json", "application/json"),
                        ("text", "text/plain"), ("srt", "text/plain"), ("vtt", "text/plain")):
