@@ -98,6 +98,16 @@ Status check(const Flags& flags) {
 
 Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(quant::QuantizeOptions o, options_from_flags(flags));
+  if (flags.get_bool("verify")) {
+    // Refused before quantizing: eval measures next-token perplexity on text.
+    Result<nlohmann::json> config = read_json(o.model_dir + "/config.json");
+    if (config.ok() && config->is_object() &&
+        config->value("model_type", nlohmann::json()) == "whisper") {
+      return invalid_argument(
+          "--verify measures perplexity on text, which a Whisper model does not give; compare "
+          "transcripts with scripts/check_whisper_transcribe.py (docs/audio.md)");
+    }
+  }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   // Past a file-size limit a write must fail with EFBIG (an error we clean up after), not

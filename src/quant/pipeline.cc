@@ -144,6 +144,9 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
   const bool tuned_mode = o.iters > 0 || !o.disable_opt_rtn;
   const std::string src = o.model_dir;
   QS_ASSIGN_OR_RETURN(json config, read_json(src + "/config.json"));
+  if (config.is_object() && config.value("model_type", json()) == "whisper") {
+    return quantize_whisper(o, progress, cancelled);
+  }
   if (config.contains("quantization_config") || fs::exists(src + "/quantization_config.json")) {
     return invalid_argument(src + " is already quantized (quantization_config present)");
   }

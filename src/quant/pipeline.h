@@ -96,6 +96,9 @@ struct PlanTarget {
   std::vector<std::string> blocks = {"model.layers"};  // block_name_to_quantize
   bool tied_head = false;
   int64_t vocab_size = 0, hidden_size = 0;  // the tied head's shape
+  // A linear whose in_features is not a multiple of group_size stays 16-bit in every format
+  // (as auto_awq always requires), for models whose readers need whole groups.
+  bool whole_groups = false;
 };
 Result<QuantPlan> plan_quantization(const QuantizeOptions& options, const PlanTarget& target);
 
@@ -178,6 +181,15 @@ Status export_weights(const io::Checkpoint& ckpt, const std::string& base,
 Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& options,
                                           const ProgressFn& progress,
                                           const std::function<bool()>& cancelled);
+
+// A transformers Whisper directory (config.json model_type "whisper"): every linear of the
+// encoder's and decoder's blocks RTN-quantized as auto_round (block_name_to_quantize
+// "model.decoder.layers,model.encoder.layers", as auto-round's model-free mode writes it); the
+// convolutions, embeddings, positions, norms and the tied proj_out stay 16-bit, and the
+// tokenizer, preprocessor and generation configs are copied. Called by quantize(). Errors: a
+// tuned mode, another format, --quant_lm_head, a config or tensor that is not Whisper's.
+Result<QuantizeSummary> quantize_whisper(const QuantizeOptions& options, const ProgressFn& progress,
+                                         const std::function<bool()>& cancelled);
 
 // "W4A16 (int4 g128 sym)", "FP8_DYNAMIC (...)": the scheme as the summary names it.
 std::string scheme_name(const io::IntQuantSpec& spec);

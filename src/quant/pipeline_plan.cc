@@ -271,11 +271,12 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const PlanTarget& 
       l.reason =
           "shape [" + std::to_string(l.n) + ", " + std::to_string(l.k) + "] not a multiple of 32";
     }
-    if (l.quantize && l.spec.group_size > 0 && o.format == io::ExportFormat::kAutoAwq &&
+    const bool awq = o.format == io::ExportFormat::kAutoAwq;
+    if (l.quantize && l.spec.group_size > 0 && (awq || target.whole_groups) &&
         l.k % l.spec.group_size != 0) {
       l.quantize = false;
       l.reason = "in_features " + std::to_string(l.k) + " not a multiple of group_size " +
-                 std::to_string(l.spec.group_size) + " (AWQ)";
+                 std::to_string(l.spec.group_size) + (awq ? " (AWQ)" : "");
     }
     if (l.quantize && (l.spec.group_size <= 0 || l.k % l.spec.group_size == 0)) group_fits = true;
     plan.layers.push_back(std::move(l));
