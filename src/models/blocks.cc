@@ -40,6 +40,27 @@ void rope_tables(std::span<const float> inv_freq, std::span<const int32_t> posit
   }
 }
 
+void rope_tables_mrope(std::span<const float> inv_freq, std::span<const int64_t> section,
+                       std::span<const int32_t> positions3, int64_t n_tokens,
+                       std::vector<float>* cos, std::vector<float>* sin) {
+  const size_t half = inv_freq.size();
+  std::vector<int> axis(half, 2);
+  for (size_t j = 0, a = 0, end = static_cast<size_t>(section[0]); j < half; ++j) {
+    while (j >= end && a < 2) end += static_cast<size_t>(section[++a]);
+    axis[j] = static_cast<int>(a);
+  }
+  cos->resize(static_cast<size_t>(n_tokens) * half);
+  sin->resize(static_cast<size_t>(n_tokens) * half);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (size_t j = 0; j < half; ++j) {
+      const float pos = static_cast<float>(positions3[axis[j] * n_tokens + t]);
+      const float angle = pos * inv_freq[j];
+      (*cos)[t * half + j] = std::cos(angle);
+      (*sin)[t * half + j] = std::sin(angle);
+    }
+  }
+}
+
 Status attention_block(const ModelConfig& c, const AttentionWeights& w, const float* h,
                        int64_t n_tokens, const float* cos, const float* sin,
                        const ops::PagedKvLayer& cache, std::span<const ops::AttentionSeq> seqs,

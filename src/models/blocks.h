@@ -76,6 +76,13 @@ ConstLinearSlot linear_slot(const DecoderLayerWeights& layer, const LayerLinear&
 void rope_tables(std::span<const float> inv_freq, std::span<const int32_t> positions,
                  std::vector<float>* cos, std::vector<float>* sin);
 
+// The same under multimodal RoPE: frequency j is turned by axis a(j) of the token's 3-D
+// position, the axes taking `section` frequencies each in order (temporal, height, width), as
+// transformers' apply_multimodal_rotary_pos_emb. positions3: axis-major [3 * n_tokens].
+void rope_tables_mrope(std::span<const float> inv_freq, std::span<const int64_t> section,
+                       std::span<const int32_t> positions3, int64_t n_tokens,
+                       std::vector<float>* cos, std::vector<float>* sin);
+
 // Scratch buffers reused by every layer of one forward call.
 struct BlockScratch {
   std::vector<float> q, k, v, attn;  // [n_tokens, n_heads|n_kv_heads * head_dim]

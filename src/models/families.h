@@ -24,13 +24,14 @@ struct FamilyDef {
 
 const std::vector<FamilyDef>& family_table();
 
-Status parse_llama_family(const nlohmann::json& config, ModelConfig* out);      // llama.cc
-Status parse_mistral_family(const nlohmann::json& config, ModelConfig* out);    // llama.cc
-Status parse_qwen2_family(const nlohmann::json& config, ModelConfig* out);      // qwen2.cc
-Status parse_qwen3_family(const nlohmann::json& config, ModelConfig* out);      // qwen3.cc
-Status parse_qwen2_moe_family(const nlohmann::json& config, ModelConfig* out);  // moe_families.cc
-Status parse_qwen3_moe_family(const nlohmann::json& config, ModelConfig* out);  // moe_families.cc
-Status parse_mixtral_family(const nlohmann::json& config, ModelConfig* out);    // moe_families.cc
+Status parse_llama_family(const nlohmann::json& config, ModelConfig* out);       // llama.cc
+Status parse_mistral_family(const nlohmann::json& config, ModelConfig* out);     // llama.cc
+Status parse_qwen2_family(const nlohmann::json& config, ModelConfig* out);       // qwen2.cc
+Status parse_qwen3_family(const nlohmann::json& config, ModelConfig* out);       // qwen3.cc
+Status parse_qwen2_moe_family(const nlohmann::json& config, ModelConfig* out);   // moe_families.cc
+Status parse_qwen3_moe_family(const nlohmann::json& config, ModelConfig* out);   // moe_families.cc
+Status parse_mixtral_family(const nlohmann::json& config, ModelConfig* out);     // moe_families.cc
+Status parse_qwen2_5_vl_family(const nlohmann::json& config, ModelConfig* out);  // qwen2_5_vl.cc
 
 // Typed reads of optional config.json fields; a present field of the wrong type is an error
 // naming it. JSON null counts as absent.

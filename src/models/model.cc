@@ -75,7 +75,9 @@ void warn_unexpected(const io::Checkpoint& ckpt, const ModelConfig& config,
     // Tied checkpoints may still carry lm_head.weight, which transformers ignores too.
     const bool known =
         expected_names.count(name) > 0 || consumed.count(name) > 0 || name.ends_with("_proj.bias");
-    if (!known && !(config.tie_word_embeddings && name.starts_with("lm_head."))) {
+    // A vision-language checkpoint's tower (visual.*) is the tower's to read.
+    const bool tower = !config.vision_prefix.empty() && name.starts_with(config.vision_prefix);
+    if (!known && !tower && !(config.tie_word_embeddings && name.starts_with("lm_head."))) {
       QS_LOG_WARN("%s: ignoring unexpected tensor '%s'", ckpt.dir().c_str(), name.c_str());
     }
   }
@@ -375,8 +377,38 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
     }
     embed_row(embed_, id, x.data() + t * hidden);
   }
+  for (const ForwardBatch::EmbeddingSpan& e : batch.embeddings) {
+    if (e.data == nullptr || e.row < 0 || e.count < 0 || e.row + e.count > n_tokens) {
+      return invalid_argument("forward: an embedding span outside the batch's " +
+                              std::to_string(n_tokens) + " rows");
+    }
+    std::copy_n(e.data, e.count * hidden, x.data() + e.row * hidden);
+  }
   std::vector<float> cos, sin;  // [n_tokens, head_dim / 2]
-  rope_tables(inv_freq_, positions, &cos, &sin);
+  if (c.mrope_section.empty()) {
+    if (!batch.mrope_positions.empty()) {
+      return invalid_argument("forward: 3-D positions given to a model with 1-D RoPE");
+    }
+    rope_tables(inv_freq_, positions, &cos, &sin);
+  } else if (batch.mrope_positions.empty()) {
+    std::vector<int32_t> p3(3 * positions.size());
+    for (int a = 0; a < 3; ++a)
+      std::copy(positions.begin(), positions.end(), p3.begin() + a * n_tokens);
+    rope_tables_mrope(inv_freq_, c.mrope_section, p3, n_tokens, &cos, &sin);
+  } else {
+    if (static_cast<int64_t>(batch.mrope_positions.size()) != 3 * n_tokens) {
+      return invalid_argument("forward: 3-D positions for " +
+                              std::to_string(batch.mrope_positions.size() / 3) +
+                              " rows, the batch has " + std::to_string(n_tokens));
+    }
+    for (int32_t p : batch.mrope_positions) {
+      if (p < 0 || p >= c.max_position_embeddings) {
+        return out_of_range("forward: a 3-D position " + std::to_string(p) +
+                            " outside max_position_embeddings");
+      }
+    }
+    rope_tables_mrope(inv_freq_, c.mrope_section, batch.mrope_positions, n_tokens, &cos, &sin);
+  }
 
   const float eps = static_cast<float>(c.rms_norm_eps);
   BlockScratch scratch;

@@ -45,6 +45,20 @@ struct ForwardBatch {
     int64_t expert_reads = 0;
   };
   MoeCounts* moe_counts = nullptr;
+  // Multimodal input: rows of the batch that take an embedding (an image's merged patches,
+  // computed once by its encoder) instead of their token's row of embed_tokens. Not owned;
+  // [count, hidden_size] each.
+  struct EmbeddingSpan {
+    int64_t row = 0;
+    int64_t count = 0;
+    const float* data = nullptr;
+  };
+  std::vector<EmbeddingSpan> embeddings;
+  // Models with multimodal RoPE (ModelConfig::mrope_section): every row's 3-D position
+  // (temporal, height, width), axis-major [3 * n_tokens], as get_rope_index gives them for a
+  // prompt and start_pos + the request's rope delta on each axis after it. Empty: each axis at
+  // the row's 1-D position (a text-only request).
+  std::vector<int32_t> mrope_positions;
 };
 
 struct LoadOptions {

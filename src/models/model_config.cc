@@ -24,6 +24,7 @@ const std::vector<FamilyDef>& family_table() {
       {"Qwen2MoeForCausalLM", Family::kQwen2Moe, parse_qwen2_moe_family},
       {"Qwen3MoeForCausalLM", Family::kQwen3Moe, parse_qwen3_moe_family},
       {"MixtralForCausalLM", Family::kMixtral, parse_mixtral_family},
+      {"Qwen2_5_VLForConditionalGeneration", Family::kQwen2_5_VL, parse_qwen2_5_vl_family},
   };
   return kTable;
 }
@@ -119,7 +120,8 @@ Status parse_rope(const json& config, RopeConfig* rope) {
       break;
     }
   }
-  if (type == "default") return ok_status();
+  // M-RoPE's sections are the family's to read (qwen2_5_vl.cc); its frequencies are default.
+  if (type == "default" || type == "mrope") return ok_status();
   if (type != "linear" && type != "dynamic" && type != "llama3") {
     return unimplemented("rope_scaling type '" + type +
                          "' is not supported (supported: default, linear, dynamic, llama3)");
@@ -217,8 +219,17 @@ Status parse_qwen_sliding_window(const json& config, ModelConfig* out) {
   return ok_status();
 }
 
-Result<ModelConfig> parse_model_config(const json& config) {
-  if (!config.is_object()) return invalid_argument("config.json must hold a JSON object");
+Result<ModelConfig> parse_model_config(const json& top) {
+  if (!top.is_object()) return invalid_argument("config.json must hold a JSON object");
+  // Multimodal checkpoints saved by transformers 5 nest the decoder's fields under
+  // text_config (the hub's Qwen2.5-VL keeps them at the top): read them as if at the top.
+  json config = top;
+  if (auto text = top.find("text_config"); text != top.end() && !text->is_null()) {
+    if (!text->is_object()) return invalid_argument("config field 'text_config' must be an object");
+    for (const auto& [key, value] : text->items()) {
+      if (key != "architectures") config[key] = value;
+    }
+  }
   ModelConfig out;
   auto arch = config.find("architectures");
   if (arch == config.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string()) {

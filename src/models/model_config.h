@@ -16,7 +16,7 @@
 
 namespace qs::models {
 
-enum class Family { kLlama, kMistral, kQwen2, kQwen3, kQwen2Moe, kQwen3Moe, kMixtral };
+enum class Family { kLlama, kMistral, kQwen2, kQwen3, kQwen2Moe, kQwen3Moe, kMixtral, kQwen2_5_VL };
 
 // How a checkpoint names an MoE layer's router and experts (transformers' per-expert layout):
 //   kQwen:    mlp.gate.weight, mlp.experts.E.{gate,up,down}_proj.weight
@@ -83,6 +83,19 @@ struct ModelConfig {
   std::vector<bool> moe_layer;
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
+  // Multimodal RoPE (Qwen2-VL, Qwen2.5-VL, Qwen2.5-Omni): the head_dim / 2 rotary frequencies
+  // split, in order, into temporal, height and width sections, each turned by that axis of a
+  // token's 3-D position (text tokens have the same position on all three). Empty: 1-D RoPE.
+  std::vector<int64_t> mrope_section;
+  // Vision-language checkpoints: the prompt's placeholder ids (-1: none), and the prefix of
+  // the vision tower's tensors, which the decoder leaves to the tower.
+  int32_t image_token_id = -1, video_token_id = -1;
+  int32_t vision_start_token_id = -1, vision_end_token_id = -1;
+  std::string vision_prefix;
+  // vision_config's spatial_merge_size (patches per merged token along each side) and
+  // tokens_per_second (the temporal position step of one second of video).
+  int64_t vision_merge_size = 0;
+  double vision_tokens_per_second = 0;
 };
 
 // Parses a config.json object. Unknown architectures are an error that names them and lists

@@ -63,6 +63,38 @@ TEST(ModelConfig, Qwen2HasQkvBiasOnly) {
   EXPECT_FALSE(has_tensor(specs, "lm_head.weight", {97, 32}));  // tied
 }
 
+// The hub's Qwen2.5-VL config keeps the decoder's fields at the top and spells M-RoPE in
+// rope_scaling (transformers 5 nests them under text_config; vl_decoder_test.cc reads that).
+TEST(ModelConfig, Qwen2_5_VlHubConfig) {
+  json c = tiny_config("Qwen2_5_VLForConditionalGeneration");  // head_dim 8: 4 frequencies
+  c["rope_scaling"] = {{"type", "mrope"}, {"mrope_section", {1, 1, 2}}};
+  c["vision_config"] = {{"spatial_merge_size", 2}, {"tokens_per_second", 2}};
+  c["image_token_id"] = 90;
+  c["video_token_id"] = 91;
+  auto r = parse_model_config(c);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->family, Family::kQwen2_5_VL);
+  EXPECT_TRUE(r->qkv_bias);
+  EXPECT_EQ(r->mrope_section, (std::vector<int64_t>{1, 1, 2}));
+  EXPECT_EQ(r->image_token_id, 90);
+  EXPECT_EQ(r->video_token_id, 91);
+  EXPECT_EQ(r->vision_prefix, "visual.");
+  EXPECT_DOUBLE_EQ(r->vision_tokens_per_second, 2.0);
+  // Sections that do not cover head_dim / 2, and a VL config without its tower's config.
+  json bad = c;
+  bad["rope_scaling"]["mrope_section"] = {1, 1, 1};
+  EXPECT_FALSE(parse_model_config(bad).ok());
+  bad = c;
+  bad.erase("rope_scaling");
+  EXPECT_FALSE(parse_model_config(bad).ok());
+  bad = c;
+  bad.erase("vision_config");
+  EXPECT_FALSE(parse_model_config(bad).ok());
+  bad = c;
+  bad["text_config"] = "not an object";
+  EXPECT_FALSE(parse_model_config(bad).ok());
+}
+
 TEST(ModelConfig, Qwen2SlidingWindowOnUpperLayers) {
   json c = tiny_config("Qwen2ForCausalLM");
   c["num_hidden_layers"] = 3;

@@ -1,0 +1,71 @@
+// models: the decoder of Qwen2.5-VL (Qwen2_5_VLForConditionalGeneration): Qwen2's blocks (q/k/v
+// bias) under multimodal RoPE, whose head_dim / 2 frequencies are split into temporal, height
+// and width sections (rope_scaling / rope_parameters "mrope_section"); the vision tower's
+// tensors (visual.*) are the tower's, and the prompt's image/video placeholders are filled
+// with its output (ForwardBatch::embeddings).
+#include "models/families.h"
+
+namespace qs::models {
+
+namespace {
+
+Result<int32_t> placeholder_id(const nlohmann::json& config, const char* key) {
+  QS_ASSIGN_OR_RETURN(auto v, json_int(config, key));
+  if (!v) return -1;
+  if (*v < 0 || *v > INT32_MAX) {
+    return invalid_argument(std::string("config field '") + key + "' is out of range");
+  }
+  return static_cast<int32_t>(*v);
+}
+
+}  // namespace
+
+Status parse_qwen2_5_vl_family(const nlohmann::json& config, ModelConfig* out) {
+  QS_RETURN_IF_ERROR(parse_qwen2_family(config, out));
+  const nlohmann::json* rope = nullptr;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = config.find(key);
+    if (it != config.end() && it->is_object() && it->contains("mrope_section")) rope = &*it;
+  }
+  if (rope == nullptr) {
+    return invalid_argument("a Qwen2.5-VL config needs rope_scaling.mrope_section");
+  }
+  const nlohmann::json& section = (*rope)["mrope_section"];
+  if (!section.is_array() || section.size() != 3) {
+    return invalid_argument("config field 'mrope_section' must list three sizes");
+  }
+  int64_t sum = 0;
+  for (const auto& v : section) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+      return invalid_argument("config field 'mrope_section' must hold sizes >= 0");
+    }
+    out->mrope_section.push_back(v.get<int64_t>());
+    sum += v.get<int64_t>();
+  }
+  if (sum != out->head_dim / 2) {
+    return invalid_argument("config field 'mrope_section' sums to " + std::to_string(sum) +
+                            ", not head_dim / 2 = " + std::to_string(out->head_dim / 2));
+  }
+  QS_ASSIGN_OR_RETURN(out->image_token_id, placeholder_id(config, "image_token_id"));
+  QS_ASSIGN_OR_RETURN(out->video_token_id, placeholder_id(config, "video_token_id"));
+  QS_ASSIGN_OR_RETURN(out->vision_start_token_id, placeholder_id(config, "vision_start_token_id"));
+  QS_ASSIGN_OR_RETURN(out->vision_end_token_id, placeholder_id(config, "vision_end_token_id"));
+  out->vision_prefix = "visual.";
+  const auto vision = config.find("vision_config");
+  if (vision == config.end() || !vision->is_object()) {
+    return invalid_argument("a Qwen2.5-VL config needs its vision_config");
+  }
+  QS_ASSIGN_OR_RETURN(auto merge, json_int(*vision, "spatial_merge_size"));
+  out->vision_merge_size = merge.value_or(2);  // Qwen2_5_VLVisionConfig's default
+  if (out->vision_merge_size < 1 || out->vision_merge_size > 16) {
+    return invalid_argument("vision_config field 'spatial_merge_size' must be 1 to 16");
+  }
+  QS_ASSIGN_OR_RETURN(auto tps, json_double(*vision, "tokens_per_second"));
+  out->vision_tokens_per_second = tps.value_or(2.0);
+  if (!(out->vision_tokens_per_second >= 0 && out->vision_tokens_per_second <= 1000)) {
+    return invalid_argument("vision_config field 'tokens_per_second' must be 0 to 1000");
+  }
+  return ok_status();
+}
+
+}  // namespace qs::models
