@@ -30,10 +30,9 @@ std::string strip_spaces(const std::string& s) {
 
 }  // namespace
 
-WindowDecoder::WindowDecoder(const WhisperModel& model, const tok::Tokenizer& tokenizer,
-                             const WhisperTokens& ids, const WhisperDecodeOptions& options,
-                             std::mt19937_64* rng)
-    : model_(model), tokenizer_(tokenizer), ids_(ids), options_(options), rng_(rng) {}
+WindowDecoder::WindowDecoder(const tok::Tokenizer& tokenizer, const WhisperTokens& ids,
+                             const WhisperDecodeOptions& options, std::mt19937_64* rng)
+    : tokenizer_(tokenizer), ids_(ids), options_(options), rng_(rng) {}
 
 Result<std::unique_ptr<WindowDecoder>> WindowDecoder::start(
     const WhisperModel& model, const tok::Tokenizer& tokenizer, const WhisperTokens& ids,
@@ -49,7 +48,7 @@ Result<std::unique_ptr<WindowDecoder>> WindowDecoder::start(
     return invalid_argument("whisper: a prompt of " + std::to_string(prompt.size()) +
                             " tokens leaves no room below " + std::to_string(max_t));
   }
-  std::unique_ptr<WindowDecoder> w(new WindowDecoder(model, tokenizer, ids, options, rng));
+  std::unique_ptr<WindowDecoder> w(new WindowDecoder(tokenizer, ids, options, rng));
   w->vocab_ = model.config().vocab_size;
   w->max_initial_id_ =
       ids.timestamp_begin + static_cast<int32_t>(std::lround(options.max_initial_timestamp / 0.02));

@@ -23,7 +23,7 @@ class WindowDecoder {
   // Feeds the prompt (the no-speech probability comes from its <|startoftranscript|> row) and
   // takes the first step of the first temperature, which needs no further decode. `enc`
   // [n_src, d_model] is read only here (its keys and values are projected into the state).
-  // `model`, `tokenizer`, `ids` and `rng` must outlive the decoder; `options` is copied.
+  // `tokenizer`, `ids` and `rng` must outlive the decoder; `options` is copied.
   static Result<std::unique_ptr<WindowDecoder>> start(
       const WhisperModel& model, const tok::Tokenizer& tokenizer, const WhisperTokens& ids,
       const float* enc, int64_t n_src, const std::vector<int32_t>& prompt,
@@ -47,15 +47,13 @@ class WindowDecoder {
     bool done = false;
   };
 
-  WindowDecoder(const WhisperModel& model, const tok::Tokenizer& tokenizer,
-                const WhisperTokens& ids, const WhisperDecodeOptions& options,
-                std::mt19937_64* rng);
+  WindowDecoder(const tok::Tokenizer& tokenizer, const WhisperTokens& ids,
+                const WhisperDecodeOptions& options, std::mt19937_64* rng);
   void begin_pass();
   // Samples the next token of `h` from `row` (vocab logits, changed in place).
   void step(Hypothesis& h, float* row);
   void end_pass();
 
-  const WhisperModel& model_;
   const tok::Tokenizer& tokenizer_;
   const WhisperTokens& ids_;
   const WhisperDecodeOptions options_;
