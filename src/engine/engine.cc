@@ -20,6 +20,7 @@ struct Engine::Request {
     seq.tokens = std::move(r.prompt_ids);
     seq.n_prompt = static_cast<int64_t>(seq.tokens.size());
     if (tokenizer != nullptr) output.emplace(*tokenizer, params, seq.tokens, eos);
+    items = std::move(r.mm_items);
   }
 
   int64_t n_output() const { return static_cast<int64_t>(seq.tokens.size()) - seq.n_prompt; }
@@ -32,6 +33,15 @@ struct Engine::Request {
   std::optional<OutputProcessor> output;
   StopChecker stop_checker;
   bool counted_prompt = false;  // prompt tokens added to the stats
+  // Images and videos: their placeholder runs [begin, end) in the prompt, their embeddings
+  // once encoded (first scheduled) [sum of runs, hidden], and for an M-RoPE model the
+  // prompt's 3-D positions and the delta its generated tokens add on every axis.
+  std::vector<models::MultimodalItem> items;
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  std::vector<float> embeds;
+  bool encoded = false;
+  std::vector<int32_t> mrope;  // [3 * n_prompt]; empty: each axis at the 1-D position
+  int32_t rope_delta = 0;
 };
 
 Result<std::unique_ptr<Engine>> Engine::create(const models::Model& model,
@@ -137,7 +147,37 @@ Status Engine::validate(const EngineRequest& r) const {
   if (tokenizer_ == nullptr && !r.params.stop.empty()) {
     return invalid_argument(where + ": stop strings need a tokenizer; this engine has none");
   }
+  QS_RETURN_IF_ERROR(validate_items(r).with_context(where));
   return scheduler_.check_fits(static_cast<int64_t>(r.prompt_ids.size())).with_context(where);
+}
+
+Status Engine::validate_items(const EngineRequest& r) const {
+  if (r.mm_items.empty()) return ok_status();
+  const models::ModelConfig& c = model_.config();
+  if (config_.vision == nullptr) {
+    return invalid_argument("the model takes no images or videos (it has no vision tower)");
+  }
+  const int64_t m = config_.vision->merge_size(), n = static_cast<int64_t>(r.prompt_ids.size());
+  int64_t after = 0;  // items come in prompt order, apart
+  for (const models::MultimodalItem& it : r.mm_items) {
+    const int32_t id = it.video ? c.video_token_id : c.image_token_id;
+    const int64_t tokens = it.grid.tokens(m);
+    if (id < 0 || it.offset < after || tokens < 1 || it.offset + tokens > n) {
+      return invalid_argument("an image or video outside the prompt's placeholders");
+    }
+    for (int64_t j = it.offset; j < it.offset + tokens; ++j) {
+      if (r.prompt_ids[j] != id) {
+        return invalid_argument("an image or video of " + std::to_string(tokens) +
+                                " tokens over a prompt without that many placeholders");
+      }
+    }
+    const int64_t values = it.grid.t * it.grid.h * it.grid.w * config_.vision->patch_values();
+    if (!it.pixels || static_cast<int64_t>(it.pixels->size()) != values) {
+      return invalid_argument("an image or video whose pixel values do not fill its grid");
+    }
+    after = it.offset + tokens;
+  }
+  return ok_status();
 }
 
 Status Engine::add_request(EngineRequest request) {
@@ -150,6 +190,21 @@ Status Engine::add_request(EngineRequest request) {
   const std::string id = request.id;
   auto r = std::make_unique<Request>(std::move(request), tokenizer_, eos_ids_);
   Request* raw = r.get();
+  if (!raw->items.empty()) {
+    const int64_t m = config_.vision->merge_size();
+    std::vector<models::VisionGrid> images, videos;
+    for (const models::MultimodalItem& it : raw->items) {
+      raw->runs.emplace_back(it.offset, it.offset + it.grid.tokens(m));
+      (it.video ? videos : images).push_back(it.grid);
+      raw->seq.content.push_back({it.offset, it.offset + it.grid.tokens(m), it.hash});
+    }
+    if (!model_.config().mrope_section.empty()) {
+      auto p = models::mrope_positions(raw->seq.tokens, model_.config(), images, videos);
+      if (!p.ok()) return p.status().with_context("request " + id);
+      raw->mrope = std::move(p->positions);
+      raw->rope_delta = p->delta;
+    }
+  }
   requests_.emplace(id, std::move(r));
   scheduler_.add(&raw->seq);
   return ok_status();
@@ -274,37 +329,51 @@ std::vector<RequestOutput> Engine::step() {
   if (plan.chunks.empty()) return outputs;
   const int64_t vocab = model_.config().vocab_size;
 
-  models::ForwardBatch batch;
-  for (const ScheduledChunk& ch : plan.chunks) {
-    ops::AttentionSeq s;
-    s.query_start = static_cast<int64_t>(batch.token_ids.size());
-    s.n_query = ch.n_tokens;
-    s.start_pos = ch.start_pos;
-    s.block_table = ch.seq->block_table;
-    batch.seqs.push_back(s);
-    const auto first = ch.seq->tokens.begin() + ch.start_pos;
-    batch.token_ids.insert(batch.token_ids.end(), first, first + ch.n_tokens);
-  }
-  // chunk_status[i] ok: chunk i ran and its logits are row i of logits_.
+  // Images and videos are encoded when their request is first scheduled; a request whose
+  // encoding fails is aborted after this step (its chunk runs on the placeholders' own
+  // embeddings meanwhile, so the batch's rows stay one per chunk).
   std::vector<Status> chunk_status(plan.chunks.size());
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    Request& r = *requests_.at(plan.chunks[i].seq->id);
+    if (!r.items.empty() && !r.encoded) chunk_status[i] = encode_items(r);
+  }
+  const bool mrope = !model_.config().mrope_section.empty();
+  models::ForwardBatch batch;
+  std::vector<int32_t> rows3;  // [n_tokens][3] for an M-RoPE model
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    add_chunk(plan.chunks[i], *requests_.at(plan.chunks[i].seq->id), &batch, &rows3);
+  }
+  const int64_t n_rows = static_cast<int64_t>(batch.token_ids.size());
+  if (mrope) {
+    batch.mrope_positions.resize(3 * n_rows);
+    for (int64_t t = 0; t < n_rows; ++t) {
+      for (int a = 0; a < 3; ++a) batch.mrope_positions[a * n_rows + t] = rows3[t * 3 + a];
+    }
+  }
   models::ForwardBatch::MoeCounts moe;
   batch.moe_counts = &moe;
   Status batch_status = model_.forward(batch, cache_.layers(), pool_, &logits_);
   stats_.moe_routed_slots += moe.routed_slots;
   stats_.moe_expert_reads += moe.expert_reads;
   ++stats_.steps;
-  stats_.computed_tokens += static_cast<int64_t>(batch.token_ids.size());
+  stats_.computed_tokens += n_rows;
   if (!batch_status.ok()) {
     // Find the culprit(s): run every chunk alone, so that one request's error (e.g. a
     // position past the model's context) fails that request only. Each rewrites only its own
     // K/V slots, so what the failed batch wrote is overwritten.
     std::vector<float> all(plan.chunks.size() * vocab), row;
     for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      if (!chunk_status[i].ok()) continue;
       models::ForwardBatch one;
-      one.seqs = {batch.seqs[i]};
-      one.seqs[0].query_start = 0;
-      const auto first = batch.token_ids.begin() + batch.seqs[i].query_start;
-      one.token_ids.assign(first, first + batch.seqs[i].n_query);
+      std::vector<int32_t> one3;
+      add_chunk(plan.chunks[i], *requests_.at(plan.chunks[i].seq->id), &one, &one3);
+      if (mrope) {
+        const int64_t n = static_cast<int64_t>(one.token_ids.size());
+        one.mrope_positions.resize(3 * n);
+        for (int64_t t = 0; t < n; ++t) {
+          for (int a = 0; a < 3; ++a) one.mrope_positions[a * n + t] = one3[t * 3 + a];
+        }
+      }
       chunk_status[i] = model_.forward(one, cache_.layers(), pool_, &row);
       if (chunk_status[i].ok()) std::copy(row.begin(), row.end(), all.begin() + i * vocab);
     }
@@ -360,6 +429,58 @@ std::vector<RequestOutput> Engine::step() {
     if (done) requests_.erase(outputs.back().id);
   }
   return outputs;
+}
+
+Status Engine::encode_items(Request& r) {
+  r.encoded = true;  // once, whatever the outcome
+  const models::VisionEncoder& v = *config_.vision;
+  std::vector<models::VisionGrid> grids;
+  std::vector<float> pixels;
+  for (const models::MultimodalItem& it : r.items) {
+    grids.push_back(it.grid);
+    pixels.insert(pixels.end(), it.pixels->begin(), it.pixels->end());
+  }
+  QS_RETURN_IF_ERROR(v.encode(pixels.data(), grids, &r.embeds, pool_));
+  int64_t rows = 0;
+  for (const auto& [begin, end] : r.runs) rows += end - begin;
+  if (v.out_width() != model_.config().hidden_size ||
+      static_cast<int64_t>(r.embeds.size()) != rows * model_.config().hidden_size) {
+    return internal_error("the vision tower's output does not fill the prompt's placeholders");
+  }
+  for (models::MultimodalItem& it : r.items) it.pixels.reset();  // encoded: drop the pixels
+  return ok_status();
+}
+
+void Engine::add_chunk(const ScheduledChunk& ch, const Request& r, models::ForwardBatch* batch,
+                       std::vector<int32_t>* rows3) const {
+  ops::AttentionSeq s;
+  s.query_start = static_cast<int64_t>(batch->token_ids.size());
+  s.n_query = ch.n_tokens;
+  s.start_pos = ch.start_pos;
+  s.block_table = ch.seq->block_table;
+  batch->seqs.push_back(s);
+  const auto first = ch.seq->tokens.begin() + ch.start_pos;
+  batch->token_ids.insert(batch->token_ids.end(), first, first + ch.n_tokens);
+  const int64_t hidden = model_.config().hidden_size, lo = ch.start_pos, hi = lo + ch.n_tokens;
+  if (r.encoded && !r.embeds.empty()) {
+    int64_t row = 0;  // first embedding row of the current run
+    for (const auto& [begin, end] : r.runs) {
+      const int64_t a = std::max(begin, lo), b = std::min(end, hi);
+      if (a < b) {
+        batch->embeddings.push_back(
+            {s.query_start + (a - lo), b - a, r.embeds.data() + (row + a - begin) * hidden});
+      }
+      row += end - begin;
+    }
+  }
+  if (model_.config().mrope_section.empty()) return;
+  for (int64_t p = lo; p < hi; ++p) {
+    for (int a = 0; a < 3; ++a) {
+      const bool prompt = !r.mrope.empty() && p < r.seq.n_prompt;
+      rows3->push_back(prompt ? r.mrope[a * r.seq.n_prompt + p]
+                              : static_cast<int32_t>(p + r.rope_delta));
+    }
+  }
 }
 
 EngineStats Engine::stats() const {

@@ -21,6 +21,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "models/model.h"
+#include "models/multimodal.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs::engine {
@@ -40,6 +41,9 @@ struct EngineConfig {
   // allowed (with a warning): positions past the model's then fail their request.
   int64_t max_model_len = 0;
   bool enable_prefix_caching = true;
+  // The model's vision tower (vision-language models), which encodes the images and videos of
+  // a request when it is first scheduled; null: requests with items are refused. Not owned.
+  const models::VisionEncoder* vision = nullptr;
 };
 
 // One request. `id` must be unique among unfinished requests (the server's request id).
@@ -47,6 +51,8 @@ struct EngineRequest {
   std::string id;
   std::vector<int32_t> prompt_ids;  // non-empty, BOS already in place if wanted
   SamplingParams params;
+  // Images and videos, each on its run of placeholders in prompt_ids, in prompt order.
+  std::vector<models::MultimodalItem> mm_items;
 };
 
 struct TokenLogprob {
@@ -155,6 +161,15 @@ class Engine {
   // The request's next token from its logits (min_tokens, penalties, the sampler); touches
   // only the request and its logits row, so draws of different requests run in parallel.
   int32_t draw(Request& r, float* logits) const;
+  // The request's images and videos against its prompt and the model (a vision tower, the
+  // placeholder runs, the pixel counts).
+  Status validate_items(const EngineRequest& r) const;
+  // Runs the vision tower over a request's items the first time it is scheduled.
+  Status encode_items(Request& r);
+  // The forward batch rows of one chunk at `query_start`: its tokens, the embeddings of the
+  // placeholders it covers and, for an M-RoPE model, its 3-D positions.
+  void add_chunk(const ScheduledChunk& ch, const Request& r, models::ForwardBatch* batch,
+                 std::vector<int32_t>* positions3) const;
   // Ends a request: output fields, stats, blocks freed; the caller erases it.
   void finish(Request& r, const std::string& reason, RequestOutput* out);
   RequestOutput new_output(const Request& r) const;

@@ -42,8 +42,17 @@ void Scheduler::update_hashes(Sequence* seq) {
   while (seq->block_hashes.size() < n_full) {
     const size_t i = seq->block_hashes.size();
     const uint64_t parent = i == 0 ? 0 : seq->block_hashes[i - 1];
-    seq->block_hashes.push_back(
-        hash_block_tokens(parent, std::span<const int32_t>(seq->tokens).subspan(i * bs, bs)));
+    uint64_t h =
+        hash_block_tokens(parent, std::span<const int32_t>(seq->tokens).subspan(i * bs, bs));
+    const int64_t lo = static_cast<int64_t>(i) * bs, hi = lo + bs;
+    for (const Sequence::ContentSpan& c : seq->content) {
+      if (c.end <= lo || c.begin >= hi) continue;
+      // The item's hash and where in it this block starts: equal keys mean equal pixels too.
+      const int32_t salt[] = {static_cast<int32_t>(c.hash), static_cast<int32_t>(c.hash >> 32),
+                              static_cast<int32_t>(lo - c.begin)};
+      h = hash_block_tokens(h, salt);
+    }
+    seq->block_hashes.push_back(h);
   }
 }
 

@@ -41,6 +41,13 @@ struct Sequence {
   std::vector<uint64_t> block_hashes;  // hash chain of the full blocks of `tokens` so far
   size_t n_registered = 0;             // leading table blocks already offered to the cache
   State state = State::kNew;
+  // Token ranges whose content is not their ids (an image's placeholders) and the hash of
+  // what they stand for, mixed into the key of every block they touch.
+  struct ContentSpan {
+    int64_t begin = 0, end = 0;
+    uint64_t hash = 0;
+  };
+  std::vector<ContentSpan> content;
 };
 
 // `n_tokens` tokens of `seq`, from position `start_pos` (== seq->n_computed), go into this

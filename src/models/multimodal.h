@@ -1,0 +1,41 @@
+// models: what a multimodal prompt carries besides its token ids, and the one interface the
+// engine calls to encode it. An image or a video is a run of placeholder tokens in the prompt
+// (each the model's image or video token id), the patches its vision tower reads, and a hash
+// of its source bytes; the engine encodes the items of a request once, scatters the embeddings
+// into the placeholder rows of each prefill chunk (ForwardBatch::embeddings), gives M-RoPE
+// models the items' 3-D positions (mrope.h), and mixes the hashes into the prefix cache's
+// block keys so that a cached block is shared only by prompts with the same images.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "models/mrope.h"
+
+namespace qs::models {
+
+struct MultimodalItem {
+  bool video = false;
+  int64_t offset = 0;  // the first of its placeholders in the prompt
+  VisionGrid grid;     // patches along time, height, width (before the spatial merge)
+  std::shared_ptr<const std::vector<float>> pixels;  // [grid.t * h * w, patch values]
+  uint64_t hash = 0;                                 // of the source bytes (0: not cacheable)
+};
+
+// A model's vision tower as the engine sees it: patches in, one embedding of the decoder's
+// width per merged token out, the items in order.
+class VisionEncoder {
+ public:
+  virtual ~VisionEncoder() = default;
+  virtual int64_t merge_size() const = 0;
+  virtual int64_t patch_values() const = 0;  // pixel values per patch
+  virtual int64_t out_width() const = 0;
+  virtual Status encode(const float* pixels, std::span<const VisionGrid> grids,
+                        std::vector<float>* out, ThreadPool& pool) const = 0;
+};
+
+}  // namespace qs::models
