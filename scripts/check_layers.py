@@ -35,6 +35,7 @@ LAYERS = [
     "engine",
     "diffusion",
     "audio",
+    "vision",
     "bench_client",
     "server",
     "quant",

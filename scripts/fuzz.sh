@@ -21,7 +21,7 @@ BUILD=build-san
 TARGETS=(safetensors checkpoint_index model_config quant_config generation_config tokenizer_json
          vocab_merges tiktoken sentencepiece chat_template llama2c quant_layouts gguf
          openai_request pth clip_tokenizer unigram_tokenizer png flux_pipeline images_request
-         sound_file ct2 transcriptions_request)
+         sound_file ct2 transcriptions_request image_file)
 
 dict_for() {
   case "$1" in
@@ -30,7 +30,7 @@ dict_for() {
     gguf) echo fuzz/dicts/gguf.dict ;;
     openai_request | images_request) echo fuzz/dicts/openai.dict ;;
     pth) echo fuzz/dicts/pth.dict ;;
-    png) echo fuzz/dicts/png.dict ;;
+    png | image_file) echo fuzz/dicts/png.dict ;;
     sound_file) echo fuzz/dicts/audio.dict ;;
     transcriptions_request) echo fuzz/dicts/multipart.dict ;;
     *) echo fuzz/dicts/json.dict ;;

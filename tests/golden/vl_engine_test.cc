@@ -1,0 +1,135 @@
+// golden: images through the engine on the random tiny Qwen2.5-VL of tests/golden/fixtures/vl:
+// requests carrying their images (pixel values, grid, hash) next to text-only ones in the
+// same batches give transformers' greedy tokens (the tower runs once per request, its output
+// fills the placeholders of each prefill chunk, the M-RoPE positions and the decode delta are
+// the request's); the prefix cache shares blocks over an image only with a request whose image
+// has the same hash; requests whose images do not fit their placeholders are refused.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../common/engine_runner.h"
+#include "core/mmap_file.h"
+#include "io/checkpoint.h"
+#include "models/model.h"
+#include "vision/qwen2_5_vl_vision.h"
+
+namespace qs {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kDir = fs::path(QS_SOURCE_DIR) / "tests/golden/fixtures/vl";
+
+class VlEngine : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto file = MappedFile::open((kDir / "reference.safetensors").string());
+    ASSERT_TRUE(file.ok());
+    file_ = *file;
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    ASSERT_TRUE(io::read_safetensors(file_, &tensors, nullptr).ok());
+    for (auto& [name, t] : tensors) ref_[name] = t;
+    auto m = models::Model::load((kDir / "qwen2_5_vl").string());
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    model_ = std::move(*m);
+    auto t = vision::Qwen25VisionTower::load((kDir / "qwen2_5_vl").string());
+    ASSERT_TRUE(t.ok());
+    tower_ = std::make_unique<vision::Qwen25VisionTower>(std::move(*t));
+  }
+  std::vector<int32_t> i32(const std::string& n) {
+    const Tensor& t = ref_.at(n);
+    return {t.ptr<int32_t>(), t.ptr<int32_t>() + t.numel()};
+  }
+  models::MultimodalItem image(int i, int64_t offset, uint64_t hash) {
+    models::MultimodalItem it;
+    const std::vector<int32_t> g = i32("image" + std::to_string(i) + "_grid_thw");
+    it.grid = {g[0], g[1], g[2]};
+    it.offset = offset;
+    it.pixels = std::make_shared<const std::vector<float>>(
+        ref_.at("image" + std::to_string(i) + "_pixel_values").to_f32());
+    it.hash = hash;
+    return it;
+  }
+  // The case's prompt with its images at their placeholder runs.
+  engine::EngineRequest request(const std::string& id, const std::string& c, uint64_t hash = 1) {
+    engine::EngineRequest r = testing::greedy_request(id, i32(c + "_ids"), 6);
+    r.params.ignore_eos = true;
+    int img = 0;
+    for (size_t t = 0; t < r.prompt_ids.size(); ++t) {
+      if (r.prompt_ids[t] == 290 && (t == 0 || r.prompt_ids[t - 1] != 290)) {
+        r.mm_items.push_back(image(img, static_cast<int64_t>(t), hash + img));
+        ++img;
+      }
+    }
+    return r;
+  }
+  std::unique_ptr<engine::Engine> make(int64_t block_size = 16, int64_t budget = 2048) {
+    engine::EngineConfig cfg;
+    cfg.vision = tower_.get();
+    cfg.block_size = block_size;
+    cfg.max_num_batched_tokens = budget;
+    return testing::make_engine(*model_, nullptr, {}, pool_, 512, cfg);
+  }
+
+  std::shared_ptr<MappedFile> file_;
+  std::map<std::string, Tensor> ref_;
+  std::unique_ptr<models::Model> model_;
+  std::unique_ptr<vision::Qwen25VisionTower> tower_;
+  ThreadPool pool_{2};
+};
+
+TEST_F(VlEngine, ImageAndTextRequestsTogetherGiveTransformersGreedyTokens) {
+  // A budget of 8 tokens a step cuts the image prompts' placeholder runs across chunks.
+  for (int64_t budget : {2048, 8}) {
+    auto e = make(16, budget);
+    ASSERT_TRUE(e->add_request(request("text", "text")).ok());
+    ASSERT_TRUE(e->add_request(request("image", "image")).ok());
+    ASSERT_TRUE(e->add_request(request("two", "two_images", 10)).ok());
+    const auto done = testing::run_to_completion(*e);
+    EXPECT_EQ(done.at("text").ids, i32("text_greedy")) << "budget " << budget;
+    EXPECT_EQ(done.at("image").ids, i32("image_greedy")) << "budget " << budget;
+    EXPECT_EQ(done.at("two").ids, i32("two_images_greedy")) << "budget " << budget;
+  }
+}
+
+TEST_F(VlEngine, PrefixCacheKeysIncludeTheImage) {
+  auto e = make(/*block_size=*/4);
+  ASSERT_TRUE(e->add_request(request("a", "two_images", 10)).ok());
+  auto first = testing::run_to_completion(*e);
+  // The same images: the prompt's full blocks are shared, the tokens are the same.
+  ASSERT_TRUE(e->add_request(request("b", "two_images", 10)).ok());
+  auto same = testing::run_to_completion(*e);
+  EXPECT_EQ(same.at("b").num_cached_tokens, 24);  // 25 tokens: six full blocks of 4
+  EXPECT_EQ(same.at("b").ids, first.at("a").ids);
+  // Other hashes (other pictures, by their bytes): only the block before the first image.
+  ASSERT_TRUE(e->add_request(request("c", "two_images", 99)).ok());
+  auto other = testing::run_to_completion(*e);
+  EXPECT_EQ(other.at("c").num_cached_tokens, 0);  // the image starts in block 0 (position 3)
+}
+
+TEST_F(VlEngine, ItemsThatDoNotFitThePromptAreRefused) {
+  auto e = make();
+  engine::EngineRequest r = request("r", "image");
+  r.mm_items[0].offset += 1;  // off the placeholder run
+  EXPECT_FALSE(e->add_request(r).ok());
+  r = request("r", "image");
+  r.mm_items.push_back(image(1, 20, 5));  // past the prompt
+  EXPECT_FALSE(e->add_request(r).ok());
+  r = request("r", "image");
+  r.mm_items[0].pixels = std::make_shared<const std::vector<float>>(10, 0.0f);
+  EXPECT_FALSE(e->add_request(r).ok());
+  r = request("r", "image");
+  r.mm_items[0].grid.w = 8;  // 8 tokens for a run of 6
+  EXPECT_FALSE(e->add_request(r).ok());
+  // An engine without a tower takes no images.
+  auto plain = testing::make_engine(*model_, nullptr, {}, pool_, 512);
+  EXPECT_FALSE(plain->add_request(request("r", "image")).ok());
+  EXPECT_TRUE(plain->add_request(request("t", "text")).ok());
+}
+
+}  // namespace
+}  // namespace qs
