@@ -238,10 +238,10 @@ void apply_whisper_rules(const WhisperTokens& ids, const WhisperDecodeOptions& o
     }
   }
   if (!check) return;
-  std::vector<float> lp(logits, logits + vocab);
-  log_softmax(lp.data(), vocab);
-  const float max_text = *std::max_element(lp.begin(), lp.begin() + tb);
-  if (logsumexp(lp.data() + tb, te - tb + 1) > max_text) suppress_range(logits, 0, tb);
+  // CTranslate2 compares log-probabilities; the log-softmax subtracts the same log-sum-exp
+  // from both sides, so the raw logits decide alike without a pass over the whole vocabulary.
+  const float max_text = *std::max_element(logits, logits + tb);
+  if (logsumexp(logits + tb, te - tb + 1) > max_text) suppress_range(logits, 0, tb);
 }
 
 Result<WindowResult> decode_window(const WhisperModel& model, const tok::Tokenizer& tokenizer,

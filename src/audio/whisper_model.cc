@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "core/dtype.h"
 #include "ops/activation.h"
+#include "ops/attention.h"
 #include "ops/conv.h"
 #include "ops/dense_attention.h"
 #include "ops/elementwise.h"
@@ -50,6 +50,10 @@ Result<WhisperConfig> read_whisper_config(const models::Component& c) {
 }
 
 namespace {
+
+// The decoder's caches (self and cross) are each one block of the paged attention kernel.
+constexpr int32_t kOneBlockIds[] = {0};
+constexpr std::span<const int32_t> kOneBlock(kOneBlockIds);
 
 Result<WhisperAttention> load_attention(const models::Component& c, const std::string& p,
                                         int64_t d) {
@@ -184,15 +188,17 @@ Status WhisperModel::start(const float* enc, int64_t n_src, WhisperDecoderState*
   s.n_src = n_src;
   s.self_k.assign(static_cast<size_t>(layers * f.max_target_positions * d), 0.0f);
   s.self_v.assign(s.self_k.size(), 0.0f);
-  s.cross_k.resize(static_cast<size_t>(layers * n_src * d));
-  s.cross_v.resize(s.cross_k.size());
+  auto cross_k = std::make_shared<std::vector<float>>(static_cast<size_t>(layers * n_src * d));
+  auto cross_v = std::make_shared<std::vector<float>>(cross_k->size());
   for (int64_t i = 0; i < layers; ++i) {
     const WhisperAttention& x = dec_layers_[i].cross;
-    float* k = s.cross_k.data() + i * n_src * d;
-    float* v = s.cross_v.data() + i * n_src * d;
+    float* k = cross_k->data() + i * n_src * d;
+    float* v = cross_v->data() + i * n_src * d;
     const ops::LinearOut outs[] = {{&x.k, nullptr, k}, {&x.v, x.bv.data(), v}};
     QS_RETURN_IF_ERROR(ops::linear_many(enc, n_src, outs, pool));
   }
+  s.cross_k = std::move(cross_k);
+  s.cross_v = std::move(cross_v);
   *state = std::move(s);
   return ok_status();
 }
@@ -238,8 +244,9 @@ Status WhisperModel::decode(std::span<WhisperDecoderState* const> states,
     }
   }
   std::vector<float> nx(x.size()), q(x.size()), k(x.size()), v(x.size()), a(x.size()), y(x.size()),
-      mid(static_cast<size_t>(rows * ff)), bias;
+      mid(static_cast<size_t>(rows * ff));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const ops::AttentionParams params{heads, scale, 0};
   for (int64_t li = 0; li < f.decoder_layers; ++li) {
     const WhisperLayer& l = dec_layers_[li];
     ops::layer_norm(x.data(), rows, d, l.ln_attn_w.data(), l.ln_attn_b.data(), f.layer_norm_eps,
@@ -255,21 +262,10 @@ Status WhisperModel::decode(std::span<WhisperDecoderState* const> states,
       float* cv = s.self_v.data() + li * max_t * d;
       std::copy_n(k.data() + offset[i] * d, n * d, ck + past * d);
       std::copy_n(v.data() + offset[i] * d, n * d, cv + past * d);
-      ops::DenseAttentionShape as{n, past + n, heads, hd, d, d, d, d, scale};
-      // A first chunk is plain causal; a later chunk of several tokens sees the past and its
-      // own prefix, which the kernel's causal flag (query t sees keys <= t) cannot say.
-      as.causal = past == 0 && n > 1;
-      if (past > 0 && n > 1) {
-        bias.assign(static_cast<size_t>(heads * n * (past + n)), 0.0f);
-        for (int64_t h = 0; h < heads; ++h) {
-          for (int64_t t = 0; t < n; ++t) {
-            float* b = bias.data() + (h * n + t) * (past + n);
-            std::fill(b + past + t + 1, b + past + n, -std::numeric_limits<float>::infinity());
-          }
-        }
-        as.bias = bias.data();
-      }
-      QS_RETURN_IF_ERROR(ops::dense_attention(q.data() + offset[i] * d, ck, cv, as,
+      // The cache is one block of max_t rows: new rows see the past and their own prefix.
+      const ops::PagedKvLayer cache{DType::kF32, ck, cv, 1, max_t, heads, hd};
+      const ops::AttentionSeq seq{0, n, past, kOneBlock};
+      QS_RETURN_IF_ERROR(ops::paged_attention(q.data() + offset[i] * d, cache, {&seq, 1}, params,
                                               a.data() + offset[i] * d, pool));
     }
     QS_RETURN_IF_ERROR(ops::linear(a.data(), rows, l.attn.o, l.attn.bo.data(), y.data(), pool));
@@ -281,10 +277,24 @@ Status WhisperModel::decode(std::span<WhisperDecoderState* const> states,
     for (size_t i = 0; i < states.size(); ++i) {
       const WhisperDecoderState& s = *states[i];
       const int64_t n = offset[i + 1] - offset[i];
-      const ops::DenseAttentionShape as{n, s.n_src, heads, hd, d, d, d, d, scale};
-      QS_RETURN_IF_ERROR(ops::dense_attention(
-          q.data() + offset[i] * d, s.cross_k.data() + li * s.n_src * d,
-          s.cross_v.data() + li * s.n_src * d, as, a.data() + offset[i] * d, pool));
+      const float* ck = s.cross_k->data() + li * s.n_src * d;
+      const float* cv = s.cross_v->data() + li * s.n_src * d;
+      float* out = a.data() + offset[i] * d;
+      if (n == 1) {
+        // A decode step: one query over every encoder row, which the decode kernel reads in
+        // place. Placed at the last position, the causal rule lets it see them all. The
+        // casts are for PagedKvLayer's pointers, which paged_kv_write writes through; attention
+        // only reads them.
+        const ops::PagedKvLayer cache{
+            DType::kF32, const_cast<float*>(ck), const_cast<float*>(cv), 1, s.n_src, heads, hd};
+        const ops::AttentionSeq seq{0, 1, s.n_src - 1, kOneBlock};
+        QS_RETURN_IF_ERROR(
+            ops::paged_attention(q.data() + offset[i] * d, cache, {&seq, 1}, params, out, pool));
+      } else {
+        // A prompt: many queries, worth the GEMM's transposed copy of the keys.
+        const ops::DenseAttentionShape as{n, s.n_src, heads, hd, d, d, d, d, scale};
+        QS_RETURN_IF_ERROR(ops::dense_attention(q.data() + offset[i] * d, ck, cv, as, out, pool));
+      }
     }
     QS_RETURN_IF_ERROR(ops::linear(a.data(), rows, l.cross.o, l.cross.bo.data(), y.data(), pool));
     ops::add_inplace(x.data(), y.data(), rows * d);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -55,12 +56,14 @@ struct WhisperLayer {
 
 // What the decoder keeps for one sequence: the self-attention keys and values of every
 // position fed so far, and the cross-attention keys and values of its audio window, which are
-// projected once from the encoder output (start()) and read at every step.
+// projected once from the encoder output (start()) and read at every step. Copies share the
+// cross-attention part, which never changes: the hypotheses of a window's best-of start from
+// one prompt state without copying the window's keys and values.
 struct WhisperDecoderState {
-  int64_t length = 0;                   // positions fed so far
-  int64_t n_src = 0;                    // encoder rows
-  std::vector<float> self_k, self_v;    // [decoder_layers, max_target_positions, d_model]
-  std::vector<float> cross_k, cross_v;  // [decoder_layers, n_src, d_model]
+  int64_t length = 0;                 // positions fed so far
+  int64_t n_src = 0;                  // encoder rows
+  std::vector<float> self_k, self_v;  // [decoder_layers, max_target_positions, d_model]
+  std::shared_ptr<const std::vector<float>> cross_k, cross_v;  // [decoder_layers, n_src, d_model]
 };
 
 class WhisperModel {

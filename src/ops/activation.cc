@@ -3,6 +3,8 @@
 
 #include "core/check.h"
 
+#include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/ref/activation_ref.h"
 #include "kernels/ref/norm_ref.h"
 #include "kernels/ref/rope_ref.h"
@@ -10,7 +12,14 @@
 namespace qs::ops {
 
 void gelu_erf(float* x, int64_t n) {
-  kernels::ref::gelu_erf(x, n);
+  switch (kernels::active_isa()) {
+    case kernels::Isa::kAvx512:
+      return kernels::cpu::gelu_erf_avx512(x, n);
+    case kernels::Isa::kAvx2:
+      return kernels::cpu::gelu_erf_avx2(x, n);
+    case kernels::Isa::kRef:
+      return kernels::ref::gelu_erf(x, n);
+  }
 }
 void gelu_tanh(float* x, int64_t n) {
   kernels::ref::gelu_tanh(x, n);

@@ -1,7 +1,8 @@
 // ops: the activations and normalizations of the image pipeline's models (CLIP, T5, the FLUX
 // transformer, the VAE). f32, in place or row-major; formulas in kernels/ref/activation_ref.h
 // and norm_ref.h. These are a small fraction of a forward next to its matmuls and
-// convolutions, so they run the scalar kernels.
+// convolutions, so they run the scalar kernels; gelu_erf, a sixth of Whisper's encoder when
+// scalar (libm's erff), has SIMD ones (kernels/cpu/elementwise_cpu.h).
 #pragma once
 
 #include <cstdint>

@@ -2,10 +2,9 @@
 #include "ops/dense_attention.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <vector>
 
+#include "ops/elementwise.h"
 #include "ops/gemm.h"
 
 namespace qs::ops {
@@ -57,16 +56,15 @@ Status dense_attention(const float* q, const float* k, const float* v, const Den
         float* pi = p.data() + i * s.n_kv;
         const int64_t t = q0 + i, n_seen = s.causal ? t + 1 : s.n_kv;
         const float* bias = s.bias ? s.bias + (h * s.n_q + t) * s.n_kv : nullptr;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n_seen; ++j) {
-          pi[j] = pi[j] * s.scale + (bias ? bias[j] : 0.0f);
-          mx = std::max(mx, pi[j]);
+        // Two plain loops the compiler vectorises, then the SIMD softmax: a scalar exp per
+        // score cost as much as both GEMMs for Whisper's 1500-row encoder.
+        if (bias) {
+          for (int64_t j = 0; j < n_seen; ++j) pi[j] = pi[j] * s.scale + bias[j];
+        } else {
+          for (int64_t j = 0; j < n_seen; ++j) pi[j] *= s.scale;
         }
-        double sum = 0.0;
-        for (int64_t j = 0; j < n_seen; ++j) sum += (pi[j] = std::exp(pi[j] - mx));
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t j = 0; j < n_seen; ++j) pi[j] *= inv;
-        for (int64_t j = n_seen; j < s.n_kv; ++j) pi[j] = 0.0f;
+        softmax(pi, n_seen);
+        std::fill(pi + n_seen, pi + s.n_kv, 0.0f);
       }
       kernels::GemmArgs pv{p.data(),
                            s.n_kv,

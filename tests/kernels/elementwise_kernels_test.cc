@@ -1,7 +1,8 @@
 // Kernel consistency tests for the per-token ops: the AVX2 and AVX-512 versions (called
 // directly, so both run on a CPU that has both) against the scalar oracles in
-// kernels/ref/elementwise_ref.h, at lengths around the vector widths, with the aliasing
-// the ops allow, and with extreme inputs for the polynomial exp(). Tolerances per op below.
+// kernels/ref/elementwise_ref.h (and activation_ref.h for GELU), at lengths around the vector
+// widths, with the aliasing the ops allow, and with extreme inputs for the polynomial exp().
+// Tolerances per op below.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/ref/activation_ref.h"
 #include "kernels/ref/elementwise_ref.h"
 #include "ops/elementwise.h"
 
@@ -28,15 +30,16 @@ struct ElementwiseKernels {
   decltype(&kernels::ref::softmax) softmax;
   decltype(&kernels::ref::add_inplace) add_inplace;
   decltype(&kernels::ref::exp_sub) exp_sub;
+  decltype(&kernels::ref::gelu_erf) gelu_erf;
 };
 
 const ElementwiseKernels kVariants[] = {
     {Isa::kAvx2, kernels::cpu::rms_norm_avx2, kernels::cpu::silu_mul_avx2,
      kernels::cpu::rope_rotate_half_avx2, kernels::cpu::softmax_avx2,
-     kernels::cpu::add_inplace_avx2, kernels::cpu::exp_sub_avx2},
+     kernels::cpu::add_inplace_avx2, kernels::cpu::exp_sub_avx2, kernels::cpu::gelu_erf_avx2},
     {Isa::kAvx512, kernels::cpu::rms_norm_avx512, kernels::cpu::silu_mul_avx512,
      kernels::cpu::rope_rotate_half_avx512, kernels::cpu::softmax_avx512,
-     kernels::cpu::add_inplace_avx512, kernels::cpu::exp_sub_avx512},
+     kernels::cpu::add_inplace_avx512, kernels::cpu::exp_sub_avx512, kernels::cpu::gelu_erf_avx512},
 };
 
 // Lengths below, at and around the 8- and 16-lane widths, and model sizes.
@@ -193,6 +196,28 @@ TEST_P(ElementwiseTest, AddInplace) {
     GetParam().add_inplace(got.data(), x.data(), n);
     EXPECT_EQ(got, want) << "n=" << n;
   }
+}
+
+// The rational erf is within 4.2e-7 of erf; the oracle's libm erff within 3e-8 (f32
+// rounding), so GELU agrees to 1.5e-6 over Whisper's range of activations (and to 0.5 |x|
+// 4.5e-7 beyond), tails and lengths around the lane widths included.
+TEST_P(ElementwiseTest, GeluErf) {
+  for (int64_t n : kLengths) {
+    const std::vector<float> x = random_vector(n, 11, 4.0f);
+    std::vector<float> want = x, got = x;
+    kernels::ref::gelu_erf(want.data(), n);
+    GetParam().gelu_erf(got.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(got[i], want[i], 1.5e-6f + 1e-7f * std::fabs(x[i])) << "n=" << n << " x=" << x[i];
+    }
+  }
+  // Past the clamp: x (to f32 rounding) on the right, 0 on the left; infinity stays.
+  float edges[] = {0.0f, 30.0f, -30.0f, INFINITY};
+  GetParam().gelu_erf(edges, 4);
+  EXPECT_EQ(edges[0], 0.0f);
+  EXPECT_NEAR(edges[1], 30.0f, 30.0f * 1e-6f);
+  EXPECT_NEAR(edges[2], 0.0f, 30.0f * 1e-6f);
+  EXPECT_EQ(edges[3], INFINITY);
 }
 
 INSTANTIATE_TEST_SUITE_P(SimdIsas, ElementwiseTest, ::testing::ValuesIn(kVariants),

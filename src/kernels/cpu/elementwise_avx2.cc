@@ -35,7 +35,45 @@ __m256 exp_ps(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+// See erf_ps in elementwise_avx512.cc.
+__m256 erf_ps(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-4.0f), _mm256_min_ps(_mm256_set1_ps(4.0f), x));
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  __m256 p = _mm256_set1_ps(-2.72614225801306e-10f);
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.77068142495902e-08f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-2.10102402082508e-06f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-5.69250639462346e-05f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-7.34990630326855e-04f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-2.95459980854025e-03f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.60960333262415e-02f));
+  __m256 q = _mm256_set1_ps(-1.45660718464996e-05f);
+  q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-2.13374055278905e-04f));
+  q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-1.68282697438203e-03f));
+  q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-7.37332916720468e-03f));
+  q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-1.42647390514189e-02f));
+  return _mm256_div_ps(_mm256_mul_ps(x, p), q);
+}
+
+__m256 gelu_erf_ps(__m256 v) {
+  const __m256 e = erf_ps(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678f)));
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
+                       _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
 }  // namespace
+
+// The tail goes through the same vector path from a padded copy, so that every element gets
+// the same approximation.
+void gelu_erf_avx2(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, gelu_erf_ps(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    float tail[8] = {};
+    std::copy(x + i, x + n, tail);
+    _mm256_storeu_ps(tail, gelu_erf_ps(_mm256_loadu_ps(tail)));
+    std::copy(tail, tail + (n - i), x + i);
+  }
+}
 
 void rms_norm_avx2(const float* x, int64_t m, int64_t d, const float* weight, float eps, float* y) {
   for (int64_t i = 0; i < m; ++i) {

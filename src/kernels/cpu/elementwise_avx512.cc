@@ -38,7 +38,39 @@ __m512 exp_ps(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// erf(x) as XLA's f32 rational approximation x P(x^2) / Q(x^2) on [-4, 4] (outside, erf is
+// +-1 in f32): within 4.2e-7 of erf, which keeps GELU within 1.4e-6 of the exact value for
+// |x| <= 10 (libm's erff: 4.5e-7). Whisper's encoder runs 11M of these per 30 s window.
+__m512 erf_ps(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-4.0f), _mm512_min_ps(_mm512_set1_ps(4.0f), x));
+  const __m512 x2 = _mm512_mul_ps(x, x);
+  __m512 p = _mm512_set1_ps(-2.72614225801306e-10f);
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.77068142495902e-08f));
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.10102402082508e-06f));
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-5.69250639462346e-05f));
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-7.34990630326855e-04f));
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-2.95459980854025e-03f));
+  p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-1.60960333262415e-02f));
+  __m512 q = _mm512_set1_ps(-1.45660718464996e-05f);
+  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-2.13374055278905e-04f));
+  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.68282697438203e-03f));
+  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-7.37332916720468e-03f));
+  q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(-1.42647390514189e-02f));
+  return _mm512_div_ps(_mm512_mul_ps(x, p), q);
+}
+
 }  // namespace
+
+void gelu_erf_avx512(float* x, int64_t n) {
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = first_lanes(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, x + i);
+    const __m512 e = erf_ps(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678f)));
+    _mm512_mask_storeu_ps(x + i, mask,
+                          _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
+  }
+}
 
 void rms_norm_avx512(const float* x, int64_t m, int64_t d, const float* weight, float eps,
                      float* y) {
