@@ -154,12 +154,34 @@ Status Engine::validate(const EngineRequest& r) const {
 Status Engine::validate_items(const EngineRequest& r) const {
   if (r.mm_items.empty()) return ok_status();
   const models::ModelConfig& c = model_.config();
-  if (config_.vision == nullptr) {
-    return invalid_argument("the model takes no images or videos (it has no vision tower)");
-  }
-  const int64_t m = config_.vision->merge_size(), n = static_cast<int64_t>(r.prompt_ids.size());
+  const int64_t n = static_cast<int64_t>(r.prompt_ids.size());
   int64_t after = 0;  // items come in prompt order, apart
   for (const models::MultimodalItem& it : r.mm_items) {
+    if (it.audio) {
+      if (config_.audio == nullptr) {
+        return invalid_argument("the model takes no audio (it has no audio tower)");
+      }
+      const int64_t tokens = config_.audio->tokens(it.frames);
+      if (c.audio_token_id < 0 || it.offset < after || tokens < 1 || it.offset + tokens > n) {
+        return invalid_argument("a sound clip outside the prompt's placeholders");
+      }
+      for (int64_t j = it.offset; j < it.offset + tokens; ++j) {
+        if (r.prompt_ids[j] != c.audio_token_id) {
+          return invalid_argument("a sound clip of " + std::to_string(tokens) +
+                                  " tokens over a prompt without that many placeholders");
+        }
+      }
+      if (!it.features ||
+          static_cast<int64_t>(it.features->size()) != it.frames * config_.audio->n_mels()) {
+        return invalid_argument("a sound clip whose features do not fill its frames");
+      }
+      after = it.offset + tokens;
+      continue;
+    }
+    if (config_.vision == nullptr) {
+      return invalid_argument("the model takes no images or videos (it has no vision tower)");
+    }
+    const int64_t m = config_.vision->merge_size();
     const int32_t id = it.video ? c.video_token_id : c.image_token_id;
     const int64_t tokens = it.grid.tokens(m);
     if (id < 0 || it.offset < after || tokens < 1 || it.offset + tokens > n) {
@@ -191,12 +213,13 @@ Status Engine::add_request(EngineRequest request) {
   auto r = std::make_unique<Request>(std::move(request), tokenizer_, eos_ids_);
   Request* raw = r.get();
   if (!raw->items.empty()) {
-    const int64_t m = config_.vision->merge_size();
     std::vector<models::VisionGrid> images, videos;
     for (const models::MultimodalItem& it : raw->items) {
-      raw->runs.emplace_back(it.offset, it.offset + it.grid.tokens(m));
-      (it.video ? videos : images).push_back(it.grid);
-      raw->seq.content.push_back({it.offset, it.offset + it.grid.tokens(m), it.hash});
+      const int64_t tokens = it.audio ? config_.audio->tokens(it.frames)
+                                      : it.grid.tokens(config_.vision->merge_size());
+      raw->runs.emplace_back(it.offset, it.offset + tokens);
+      if (!it.audio) (it.video ? videos : images).push_back(it.grid);
+      raw->seq.content.push_back({it.offset, it.offset + tokens, it.hash});
     }
     if (!model_.config().mrope_section.empty()) {
       auto p = models::mrope_positions(raw->seq.tokens, model_.config(), images, videos);
@@ -433,21 +456,24 @@ std::vector<RequestOutput> Engine::step() {
 
 Status Engine::encode_items(Request& r) {
   r.encoded = true;  // once, whatever the outcome
-  const models::VisionEncoder& v = *config_.vision;
-  std::vector<models::VisionGrid> grids;
-  std::vector<float> pixels;
-  for (const models::MultimodalItem& it : r.items) {
-    grids.push_back(it.grid);
-    pixels.insert(pixels.end(), it.pixels->begin(), it.pixels->end());
+  const int64_t hidden = model_.config().hidden_size;
+  std::vector<float> out;
+  for (size_t i = 0; i < r.items.size(); ++i) {  // in prompt order: the rows follow the runs
+    models::MultimodalItem& it = r.items[i];
+    if (it.audio) {
+      QS_RETURN_IF_ERROR(config_.audio->encode(it.features->data(), it.frames, &out, pool_));
+    } else {
+      const models::VisionGrid grid[] = {it.grid};
+      QS_RETURN_IF_ERROR(config_.vision->encode(it.pixels->data(), grid, &out, pool_));
+    }
+    const int64_t rows = r.runs[i].second - r.runs[i].first;
+    if (static_cast<int64_t>(out.size()) != rows * hidden) {
+      return internal_error("an encoder's output does not fill its placeholders");
+    }
+    r.embeds.insert(r.embeds.end(), out.begin(), out.end());
+    it.pixels.reset();  // encoded: drop the inputs
+    it.features.reset();
   }
-  QS_RETURN_IF_ERROR(v.encode(pixels.data(), grids, &r.embeds, pool_));
-  int64_t rows = 0;
-  for (const auto& [begin, end] : r.runs) rows += end - begin;
-  if (v.out_width() != model_.config().hidden_size ||
-      static_cast<int64_t>(r.embeds.size()) != rows * model_.config().hidden_size) {
-    return internal_error("the vision tower's output does not fill the prompt's placeholders");
-  }
-  for (models::MultimodalItem& it : r.items) it.pixels.reset();  // encoded: drop the pixels
   return ok_status();
 }
 

@@ -44,6 +44,8 @@ struct EngineConfig {
   // The model's vision tower (vision-language models), which encodes the images and videos of
   // a request when it is first scheduled; null: requests with items are refused. Not owned.
   const models::VisionEncoder* vision = nullptr;
+  // The model's audio tower (Qwen2.5-Omni's thinker), likewise for sound clips.
+  const models::AudioEncoder* audio = nullptr;
 };
 
 // One request. `id` must be unique among unfinished requests (the server's request id).

@@ -32,6 +32,8 @@ Status parse_qwen2_moe_family(const nlohmann::json& config, ModelConfig* out);  
 Status parse_qwen3_moe_family(const nlohmann::json& config, ModelConfig* out);   // moe_families.cc
 Status parse_mixtral_family(const nlohmann::json& config, ModelConfig* out);     // moe_families.cc
 Status parse_qwen2_5_vl_family(const nlohmann::json& config, ModelConfig* out);  // qwen2_5_vl.cc
+Status parse_qwen2_5_omni_thinker_family(const nlohmann::json& config,
+                                         ModelConfig* out);  // qwen2_5_vl.cc
 
 // Typed reads of optional config.json fields; a present field of the wrong type is an error
 // naming it. JSON null counts as absent.

@@ -76,7 +76,8 @@ void warn_unexpected(const io::Checkpoint& ckpt, const ModelConfig& config,
     const bool known =
         expected_names.count(name) > 0 || consumed.count(name) > 0 || name.ends_with("_proj.bias");
     // A vision-language checkpoint's tower (visual.*) is the tower's to read.
-    const bool tower = !config.vision_prefix.empty() && name.starts_with(config.vision_prefix);
+    const bool tower = std::any_of(config.tower_prefixes.begin(), config.tower_prefixes.end(),
+                                   [&](const std::string& p) { return name.starts_with(p); });
     if (!known && !tower && !(config.tie_word_embeddings && name.starts_with("lm_head."))) {
       QS_LOG_WARN("%s: ignoring unexpected tensor '%s'", ckpt.dir().c_str(), name.c_str());
     }

@@ -25,6 +25,8 @@ const std::vector<FamilyDef>& family_table() {
       {"Qwen3MoeForCausalLM", Family::kQwen3Moe, parse_qwen3_moe_family},
       {"MixtralForCausalLM", Family::kMixtral, parse_mixtral_family},
       {"Qwen2_5_VLForConditionalGeneration", Family::kQwen2_5_VL, parse_qwen2_5_vl_family},
+      {"Qwen2_5OmniThinkerForConditionalGeneration", Family::kQwen2_5_OmniThinker,
+       parse_qwen2_5_omni_thinker_family},
   };
   return kTable;
 }

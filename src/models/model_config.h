@@ -16,7 +16,17 @@
 
 namespace qs::models {
 
-enum class Family { kLlama, kMistral, kQwen2, kQwen3, kQwen2Moe, kQwen3Moe, kMixtral, kQwen2_5_VL };
+enum class Family {
+  kLlama,
+  kMistral,
+  kQwen2,
+  kQwen3,
+  kQwen2Moe,
+  kQwen3Moe,
+  kMixtral,
+  kQwen2_5_VL,
+  kQwen2_5_OmniThinker
+};
 
 // How a checkpoint names an MoE layer's router and experts (transformers' per-expert layout):
 //   kQwen:    mlp.gate.weight, mlp.experts.E.{gate,up,down}_proj.weight
@@ -87,11 +97,11 @@ struct ModelConfig {
   // split, in order, into temporal, height and width sections, each turned by that axis of a
   // token's 3-D position (text tokens have the same position on all three). Empty: 1-D RoPE.
   std::vector<int64_t> mrope_section;
-  // Vision-language checkpoints: the prompt's placeholder ids (-1: none), and the prefix of
-  // the vision tower's tensors, which the decoder leaves to the tower.
-  int32_t image_token_id = -1, video_token_id = -1;
+  // Multimodal checkpoints: the prompt's placeholder ids (-1: none), and the prefixes of the
+  // towers' tensors (visual., audio_tower.), which the decoder leaves to the towers.
+  int32_t image_token_id = -1, video_token_id = -1, audio_token_id = -1;
   int32_t vision_start_token_id = -1, vision_end_token_id = -1;
-  std::string vision_prefix;
+  std::vector<std::string> tower_prefixes;
   // vision_config's spatial_merge_size (patches per merged token along each side) and
   // tokens_per_second (the temporal position step of one second of video).
   int64_t vision_merge_size = 0;

@@ -20,10 +20,13 @@ namespace qs::models {
 
 struct MultimodalItem {
   bool video = false;
+  bool audio = false;  // a sound clip (its log-mel frames in `features`), not an image
   int64_t offset = 0;  // the first of its placeholders in the prompt
-  VisionGrid grid;     // patches along time, height, width (before the spatial merge)
-  std::shared_ptr<const std::vector<float>> pixels;  // [grid.t * h * w, patch values]
-  uint64_t hash = 0;                                 // of the source bytes (0: not cacheable)
+  VisionGrid grid;     // images, videos: patches along time, height, width (before merging)
+  std::shared_ptr<const std::vector<float>> pixels;    // [grid.t * h * w, patch values]
+  int64_t frames = 0;                                  // audio: log-mel frames
+  std::shared_ptr<const std::vector<float>> features;  // audio: [n_mels, frames]
+  uint64_t hash = 0;                                   // of the source bytes (0: not cacheable)
 };
 
 // A model's vision tower as the engine sees it: patches in, one embedding of the decoder's
@@ -36,6 +39,18 @@ class VisionEncoder {
   virtual int64_t out_width() const = 0;
   virtual Status encode(const float* pixels, std::span<const VisionGrid> grids,
                         std::vector<float>* out, ThreadPool& pool) const = 0;
+};
+
+// A model's audio tower: one clip's log-mel frames in, one embedding of the decoder's width
+// per audio placeholder out.
+class AudioEncoder {
+ public:
+  virtual ~AudioEncoder() = default;
+  virtual int64_t n_mels() const = 0;
+  virtual int64_t out_width() const = 0;
+  virtual int64_t tokens(int64_t frames) const = 0;  // placeholders a clip of `frames` takes
+  virtual Status encode(const float* features, int64_t frames, std::vector<float>* out,
+                        ThreadPool& pool) const = 0;
 };
 
 }  // namespace qs::models

@@ -1,8 +1,9 @@
-// models: the decoder of Qwen2.5-VL (Qwen2_5_VLForConditionalGeneration): Qwen2's blocks (q/k/v
-// bias) under multimodal RoPE, whose head_dim / 2 frequencies are split into temporal, height
-// and width sections (rope_scaling / rope_parameters "mrope_section"); the vision tower's
-// tensors (visual.*) are the tower's, and the prompt's image/video placeholders are filled
-// with its output (ForwardBatch::embeddings).
+// models: the decoders of Qwen2.5-VL (Qwen2_5_VLForConditionalGeneration) and of Qwen2.5-Omni's
+// thinker (Qwen2_5OmniThinkerForConditionalGeneration): Qwen2's blocks (q/k/v bias) under
+// multimodal RoPE, whose head_dim / 2 frequencies are split into temporal, height and width
+// sections (rope_scaling / rope_parameters "mrope_section"); the towers' tensors (visual.*,
+// audio_tower.*) are the towers', and the prompt's placeholders are filled with their output
+// (ForwardBatch::embeddings).
 #include "models/families.h"
 
 namespace qs::models {
@@ -20,16 +21,18 @@ Result<int32_t> placeholder_id(const nlohmann::json& config, const char* key) {
 
 }  // namespace
 
-Status parse_qwen2_5_vl_family(const nlohmann::json& config, ModelConfig* out) {
+namespace {
+
+// The M-RoPE sections and the vision tower's settings, shared by both families. The
+// placeholder ids are read by the caller: the two configs name them differently.
+Status parse_mrope_vision(const nlohmann::json& config, ModelConfig* out) {
   QS_RETURN_IF_ERROR(parse_qwen2_family(config, out));
   const nlohmann::json* rope = nullptr;
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     auto it = config.find(key);
     if (it != config.end() && it->is_object() && it->contains("mrope_section")) rope = &*it;
   }
-  if (rope == nullptr) {
-    return invalid_argument("a Qwen2.5-VL config needs rope_scaling.mrope_section");
-  }
+  if (rope == nullptr) return invalid_argument("the config needs rope_scaling.mrope_section");
   const nlohmann::json& section = (*rope)["mrope_section"];
   if (!section.is_array() || section.size() != 3) {
     return invalid_argument("config field 'mrope_section' must list three sizes");
@@ -46,14 +49,11 @@ Status parse_qwen2_5_vl_family(const nlohmann::json& config, ModelConfig* out) {
     return invalid_argument("config field 'mrope_section' sums to " + std::to_string(sum) +
                             ", not head_dim / 2 = " + std::to_string(out->head_dim / 2));
   }
-  QS_ASSIGN_OR_RETURN(out->image_token_id, placeholder_id(config, "image_token_id"));
-  QS_ASSIGN_OR_RETURN(out->video_token_id, placeholder_id(config, "video_token_id"));
   QS_ASSIGN_OR_RETURN(out->vision_start_token_id, placeholder_id(config, "vision_start_token_id"));
   QS_ASSIGN_OR_RETURN(out->vision_end_token_id, placeholder_id(config, "vision_end_token_id"));
-  out->vision_prefix = "visual.";
   const auto vision = config.find("vision_config");
   if (vision == config.end() || !vision->is_object()) {
-    return invalid_argument("a Qwen2.5-VL config needs its vision_config");
+    return invalid_argument("the config needs its vision_config");
   }
   QS_ASSIGN_OR_RETURN(auto merge, json_int(*vision, "spatial_merge_size"));
   out->vision_merge_size = merge.value_or(2);  // Qwen2_5_VLVisionConfig's default
@@ -65,6 +65,29 @@ Status parse_qwen2_5_vl_family(const nlohmann::json& config, ModelConfig* out) {
   if (!(out->vision_tokens_per_second >= 0 && out->vision_tokens_per_second <= 1000)) {
     return invalid_argument("vision_config field 'tokens_per_second' must be 0 to 1000");
   }
+  out->tower_prefixes = {"visual."};
+  return ok_status();
+}
+
+}  // namespace
+
+Status parse_qwen2_5_vl_family(const nlohmann::json& config, ModelConfig* out) {
+  QS_RETURN_IF_ERROR(parse_mrope_vision(config, out));
+  QS_ASSIGN_OR_RETURN(out->image_token_id, placeholder_id(config, "image_token_id"));
+  QS_ASSIGN_OR_RETURN(out->video_token_id, placeholder_id(config, "video_token_id"));
+  return ok_status();
+}
+
+Status parse_qwen2_5_omni_thinker_family(const nlohmann::json& config, ModelConfig* out) {
+  QS_RETURN_IF_ERROR(parse_mrope_vision(config, out));
+  QS_ASSIGN_OR_RETURN(out->image_token_id, placeholder_id(config, "image_token_index"));
+  QS_ASSIGN_OR_RETURN(out->video_token_id, placeholder_id(config, "video_token_index"));
+  QS_ASSIGN_OR_RETURN(out->audio_token_id, placeholder_id(config, "audio_token_index"));
+  const auto audio = config.find("audio_config");
+  if (audio == config.end() || !audio->is_object()) {
+    return invalid_argument("a Qwen2.5-Omni thinker config needs its audio_config");
+  }
+  out->tower_prefixes.push_back("audio_tower.");
   return ok_status();
 }
 

@@ -78,7 +78,7 @@ TEST(ModelConfig, Qwen2_5_VlHubConfig) {
   EXPECT_EQ(r->mrope_section, (std::vector<int64_t>{1, 1, 2}));
   EXPECT_EQ(r->image_token_id, 90);
   EXPECT_EQ(r->video_token_id, 91);
-  EXPECT_EQ(r->vision_prefix, "visual.");
+  EXPECT_EQ(r->tower_prefixes, (std::vector<std::string>{"visual."}));
   EXPECT_DOUBLE_EQ(r->vision_tokens_per_second, 2.0);
   // Sections that do not cover head_dim / 2, and a VL config without its tower's config.
   json bad = c;

@@ -37,6 +37,16 @@ inline nlohmann::json tiny_config(const std::string& architecture) {
     c.update({{"num_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 16}});
   }
   if (architecture == "Qwen2MoeForCausalLM") c["shared_expert_intermediate_size"] = 24;
+  // The multimodal decoders: M-RoPE over head_dim 8 (four frequencies) and their towers'
+  // configs (the towers' tensors are not the decoder's to check).
+  if (architecture == "Qwen2_5_VLForConditionalGeneration" ||
+      architecture == "Qwen2_5OmniThinkerForConditionalGeneration") {
+    c["rope_scaling"] = {{"type", "mrope"}, {"mrope_section", {1, 1, 2}}};
+    c["vision_config"] = {{"spatial_merge_size", 2}};
+  }
+  if (architecture == "Qwen2_5OmniThinkerForConditionalGeneration") {
+    c["audio_config"] = nlohmann::json::object();
+  }
   return c;
 }
 
