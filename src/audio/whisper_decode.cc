@@ -9,6 +9,8 @@
 #include <cmath>
 #include <limits>
 
+#include "audio/whisper_window.h"
+
 namespace qs::audio {
 
 namespace {
@@ -26,24 +28,6 @@ constexpr const char* kLanguageCodes[] = {
     "am", "yi", "lo", "uz",  "fo", "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl",
     "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue"};
 
-std::string strip_text(const std::string& s) {
-  const char* ws = " \t\n\r\f\v";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
-
-// log_softmax in place; returns nothing useful for an all -inf row (never: eot or a
-// timestamp always survives the rules).
-void log_softmax(float* x, int64_t n) {
-  float mx = kNegInf;
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i] - mx));
-  const float lse = mx + static_cast<float>(std::log(sum));
-  for (int64_t i = 0; i < n; ++i) x[i] -= lse;
-}
-
 float logsumexp(const float* x, int64_t n) {
   float mx = kNegInf;
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
@@ -55,81 +39,6 @@ float logsumexp(const float* x, int64_t n) {
 
 void suppress_range(float* logits, int64_t begin, int64_t end) {
   for (int64_t i = std::max<int64_t>(begin, 0); i < end; ++i) logits[i] = kNegInf;
-}
-
-struct Hypothesis {
-  WhisperDecoderState state;
-  std::vector<int32_t> tokens;  // sampled, end of text excluded
-  double sum_logprob = 0;
-  bool done = false;
-};
-
-// One decoding pass at `temperature` over `n_hyp` hypotheses that share the prompt's state.
-Result<std::vector<Hypothesis>> run_pass(const WhisperModel& model, const WhisperTokens& ids,
-                                         const WhisperDecodeOptions& options,
-                                         const WhisperDecoderState& prompt_state,
-                                         const std::vector<float>& first_logits, int64_t max_steps,
-                                         float temperature, int n_hyp, std::mt19937_64& rng,
-                                         ThreadPool& pool) {
-  const int64_t vocab = model.config().vocab_size;
-  const int32_t max_initial =
-      ids.timestamp_begin + static_cast<int32_t>(std::lround(options.max_initial_timestamp / 0.02));
-  std::vector<Hypothesis> hyps(static_cast<size_t>(n_hyp));
-  for (Hypothesis& h : hyps) h.state = prompt_state;
-  std::vector<float> logits;
-  std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  for (int64_t step = 0; step < max_steps; ++step) {
-    std::vector<WhisperDecoderState*> states;
-    std::vector<std::vector<int32_t>> feed;
-    std::vector<Hypothesis*> alive;
-    for (Hypothesis& h : hyps) {
-      if (h.done) continue;
-      alive.push_back(&h);
-      if (step > 0) {
-        states.push_back(&h.state);
-        feed.push_back({h.tokens.back()});
-      }
-    }
-    if (alive.empty()) break;
-    if (step > 0) QS_RETURN_IF_ERROR(model.decode(states, feed, false, &logits, pool));
-    for (size_t i = 0; i < alive.size(); ++i) {
-      Hypothesis& h = *alive[i];
-      std::vector<float> row = step == 0 ? first_logits
-                                         : std::vector<float>(logits.begin() + i * vocab,
-                                                              logits.begin() + (i + 1) * vocab);
-      apply_whisper_rules(ids, options, max_initial, h.tokens, row.data(), vocab);
-      log_softmax(row.data(), vocab);
-      int32_t next = 0;
-      if (temperature <= 0.0f) {
-        next = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
-      } else {
-        float mx = kNegInf;
-        for (float v : row) mx = std::max(mx, v);
-        double sum = 0;
-        std::vector<double> p(row.size());
-        for (size_t t = 0; t < row.size(); ++t) {
-          p[t] = std::exp(static_cast<double>(row[t] - mx) / temperature);
-          sum += p[t];
-        }
-        double u = uniform(rng) * sum;
-        next = static_cast<int32_t>(vocab - 1);
-        for (size_t t = 0; t < p.size(); ++t) {
-          if (p[t] > 0 && (u -= p[t]) <= 0) {
-            next = static_cast<int32_t>(t);
-            break;
-          }
-        }
-      }
-      h.sum_logprob += row[next];
-      if (next == ids.eot || step == max_steps - 1) {
-        if (next != ids.eot) h.tokens.push_back(next);
-        h.done = true;
-      } else {
-        h.tokens.push_back(next);
-      }
-    }
-  }
-  return hyps;
 }
 
 }  // namespace
@@ -249,83 +158,20 @@ Result<WindowResult> decode_window(const WhisperModel& model, const tok::Tokeniz
                                    const std::vector<int32_t>& prompt,
                                    const WhisperDecodeOptions& options, std::mt19937_64& rng,
                                    ThreadPool& pool) {
-  const int64_t vocab = model.config().vocab_size, max_t = model.config().max_target_positions;
-  auto sot_at = std::find(prompt.begin(), prompt.end(), ids.sot);
-  if (sot_at == prompt.end()) return invalid_argument("whisper: the prompt has no sot token");
-  if (static_cast<int64_t>(prompt.size()) >= max_t) {
-    return invalid_argument("whisper: a prompt of " + std::to_string(prompt.size()) +
-                            " tokens leaves no room below " + std::to_string(max_t));
-  }
-  // The prompt up to <|startoftranscript|> gives the no-speech probability from that
-  // position's raw logits; the rest of it (language, task) the first step's logits.
-  WhisperDecoderState prompt_state;
-  QS_RETURN_IF_ERROR(model.start(enc, n_src, &prompt_state, pool));
-  WhisperDecoderState* ps[] = {&prompt_state};
+  QS_ASSIGN_OR_RETURN(
+      std::unique_ptr<WindowDecoder> w,
+      WindowDecoder::start(model, tokenizer, ids, enc, n_src, prompt, options, &rng, pool));
+  std::vector<WhisperDecoderState*> states;
+  std::vector<std::vector<int32_t>> tokens;
   std::vector<float> logits;
-  const std::vector<std::vector<int32_t>> head = {{prompt.begin(), sot_at + 1}};
-  QS_RETURN_IF_ERROR(model.decode(ps, head, false, &logits, pool));
-  WindowResult best_shape;
-  {
-    std::vector<float> lp(logits);
-    log_softmax(lp.data(), vocab);
-    best_shape.no_speech_prob = std::exp(static_cast<double>(lp[ids.no_speech]));
+  while (!w->done()) {
+    states.clear();
+    tokens.clear();
+    w->pending(&states, &tokens);
+    QS_RETURN_IF_ERROR(model.decode(states, tokens, false, &logits, pool));
+    w->advance(logits.data());
   }
-  if (sot_at + 1 != prompt.end()) {
-    const std::vector<std::vector<int32_t>> tail = {{sot_at + 1, prompt.end()}};
-    QS_RETURN_IF_ERROR(model.decode(ps, tail, false, &logits, pool));
-  }
-  // CTranslate2's bound: at most half the positions, and never past the last one.
-  const int64_t start_step = static_cast<int64_t>(prompt.size()) - 1;
-  const int64_t max_steps = std::min(max_t / 2, max_t - start_step);
-
-  std::vector<WindowResult> all, below_cr;
-  for (float temperature : options.temperatures) {
-    const int n_hyp = temperature > 0.0f ? std::max(options.best_of, 1) : 1;
-    QS_ASSIGN_OR_RETURN(std::vector<Hypothesis> hyps,
-                        run_pass(model, ids, options, prompt_state, logits, max_steps, temperature,
-                                 n_hyp, rng, pool));
-    // Best of the sampled hypotheses by log-probability per token (length penalty 1).
-    auto score = [](const Hypothesis& h) {
-      return h.sum_logprob / static_cast<double>(std::max<size_t>(h.tokens.size(), 1));
-    };
-    const Hypothesis& h = *std::max_element(
-        hyps.begin(), hyps.end(),
-        [&](const Hypothesis& a, const Hypothesis& b) { return score(a) < score(b); });
-    WindowResult r = best_shape;
-    r.tokens = h.tokens;
-    r.avg_logprob = h.sum_logprob / static_cast<double>(h.tokens.size() + 1);
-    r.temperature = temperature;
-    std::vector<int32_t> text_ids;
-    for (int32_t t : r.tokens) {
-      if (t < ids.eot) text_ids.push_back(t);
-    }
-    r.text = strip_text(tokenizer.decode(text_ids, true));
-    r.compression_ratio = compression_ratio(r.text);
-    all.push_back(r);
-    bool fallback = false;
-    if (options.compression_ratio_threshold) {
-      if (r.compression_ratio > *options.compression_ratio_threshold) {
-        fallback = true;  // too repetitive
-      } else {
-        below_cr.push_back(r);
-      }
-    }
-    if (options.log_prob_threshold && r.avg_logprob < *options.log_prob_threshold) {
-      fallback = true;  // too unlikely
-    }
-    if (options.no_speech_threshold && r.no_speech_prob > *options.no_speech_threshold &&
-        options.log_prob_threshold && r.avg_logprob < *options.log_prob_threshold) {
-      fallback = false;  // silence: the window will be skipped, not decoded again
-    }
-    if (!fallback) return r;
-  }
-  if (all.empty()) return invalid_argument("whisper: no temperature to decode with");
-  const std::vector<WindowResult>& pool_of = below_cr.empty() ? all : below_cr;
-  WindowResult r = *std::max_element(
-      pool_of.begin(), pool_of.end(),
-      [](const WindowResult& a, const WindowResult& b) { return a.avg_logprob < b.avg_logprob; });
-  r.temperature = options.temperatures.back();
-  return r;
+  return w->result();
 }
 
 }  // namespace qs::audio
