@@ -175,6 +175,7 @@ def main():
     gguf_seeds()
     ct2_seeds()
     openai_seeds()
+    chat_content_seeds()
     image_seeds()
     images_request_seeds()
     sound_file_seeds()
@@ -445,6 +446,33 @@ def openai_seeds():
             seed("openai_request", f"{endpoint}_{i}",
                  endpoint.encode() + SEP + json.dumps(body).encode())
     seed("openai_request", "all_endpoints", b'{"prompt": "hi", "tokens": [1]}')
+
+
+def chat_content_seeds():
+    """Chat messages with content parts: text, a real image as a data URL, and the refusals."""
+    import base64
+    image = base64.b64encode(read(os.path.join(FIX, "vl", "chat_image_a.png"))).decode()
+
+    def user(*parts):
+        return [{"role": "user", "content": list(parts)}]
+
+    def image_url(url):
+        return {"type": "image_url", "image_url": {"url": url}}
+    cases = {
+        "text_parts": user({"type": "text", "text": "a"}, {"type": "text", "text": "b"}),
+        "image_data_url": [{"role": "system", "content": "s"}] + user(
+            {"type": "text", "text": "Look:"}, image_url("data:image/png;base64," + image)),
+        "two_images": user(image_url("data:image/png;base64," + image),
+                           image_url("data:;base64," + image), {"type": "text", "text": "?"}),
+        "refused_urls": user(image_url("https://x/a.png"), image_url("file:///etc/passwd"),
+                             image_url("data:image/png,raw"), image_url("data:;base64,@@")),
+        "other_parts": user({"type": "video_url", "video_url": {"url": "data:,"}},
+                            {"type": "unknown"}, {"type": "image_url", "image_url": {}}),
+    }
+    for name, messages in cases.items():
+        seed("chat_content", name, json.dumps(messages).encode())
+    seed("chat_content", "base64", b"aGVsbG8gd29ybGQ=")
+    seed("chat_content", "template", b"{% for c in message['content'] %}{% endfor %}")
 
 
 def png_chunk(kind, data):

@@ -21,14 +21,14 @@ BUILD=build-san
 TARGETS=(safetensors checkpoint_index model_config quant_config generation_config tokenizer_json
          vocab_merges tiktoken sentencepiece chat_template llama2c quant_layouts gguf
          openai_request pth clip_tokenizer unigram_tokenizer png flux_pipeline images_request
-         sound_file ct2 transcriptions_request image_file)
+         sound_file ct2 transcriptions_request image_file chat_content)
 
 dict_for() {
   case "$1" in
     safetensors | checkpoint_index | quant_layouts) echo fuzz/dicts/safetensors.dict ;;
     chat_template) echo fuzz/dicts/jinja.dict ;;
     gguf) echo fuzz/dicts/gguf.dict ;;
-    openai_request | images_request) echo fuzz/dicts/openai.dict ;;
+    openai_request | images_request | chat_content) echo fuzz/dicts/openai.dict ;;
     pth) echo fuzz/dicts/pth.dict ;;
     png | image_file) echo fuzz/dicts/png.dict ;;
     sound_file) echo fuzz/dicts/audio.dict ;;

@@ -23,6 +23,17 @@ reference.safetensors (float32 unless noted), for three prompts, "text" (text on
   image<i>_pixel_values [p, 1176], image<i>_grid_thw [3] i32: the vision tower's inputs
   (random pixel values: the image processor has its own fixture)
 
+qwen2_5_vl/ also holds what a served checkpoint has beside its weights: tokenizer.json (byte-level
+BPE over the 256 bytes, no merges, Qwen2.5-VL's added tokens from id 256, the vision ones at
+the config's 288-291), tokenizer_config.json with Qwen2.5-VL-Instruct's chat template,
+preprocessor_config.json (Qwen2VLImageProcessor, min/max pixels small enough that the test
+images take a few placeholders) and generation_config.json (Qwen2.5-VL's EOS ids).
+
+chat_reference.json / chat_reference.safetensors: transformers' processor and model end to end
+on chat messages holding chat_image_a.png (60 x 40) and chat_image_b.png (30 x 70):
+apply_chat_template's text, the processor's ids (each <|image_pad|> expanded to the grid's
+tokens), pixel_values and image_grid_thw, and greedy tokens from generate().
+
 Install: the pins of scripts/golden/requirements.txt. Regenerate (deterministic on CPU):
     python scripts/golden/gen_vl_fixtures.py
 """
@@ -41,6 +52,73 @@ OUT = Path(__file__).resolve().parents[2] / "tests/golden/fixtures/vl"
 VOCAB = 300
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = 288, 289, 290, 291
 N_GREEDY = 6
+N_CHAT_GREEDY = 8
+
+# Qwen2.5-VL's added tokens in the hub's order (151643 onwards there), from id 256 here, with the
+# vision ones moved to the ids the config names; (text, special) as tokenizer.json marks them.
+ADDED = ([("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True),
+          ("<|object_ref_start|>", True), ("<|object_ref_end|>", True), ("<|box_start|>", True),
+          ("<|box_end|>", True), ("<|quad_start|>", True), ("<|quad_end|>", True),
+          ("<tool_call>", False), ("</tool_call>", False), ("<|fim_prefix|>", False),
+          ("<|fim_middle|>", False), ("<|fim_suffix|>", False), ("<|fim_pad|>", False),
+          ("<|repo_name|>", False), ("<|file_sep|>", False)] +
+         [(f"<|reserved_special_token_{i}|>", True) for i in range(273, VISION_START)] +
+         [("<|vision_start|>", True), ("<|vision_end|>", True), ("<|image_pad|>", True),
+          ("<|video_pad|>", True), ("<|vision_pad|>", True)] +
+         [(f"<|reserved_special_token_{i}|>", True) for i in range(VIDEO_PAD + 2, VOCAB)])
+ENDOFTEXT, IM_END = 256, 258
+
+# Qwen/Qwen2.5-VL-7B-Instruct's chat template (tokenizer_config.json and chat_template.json on
+# the hub): image parts ({"type": "image"}, or any part with an "image" or "image_url" key)
+# become <|vision_start|><|image_pad|><|vision_end|>, which the processor then expands.
+CHAT_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
+    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}"
+    "{{ message['content'] }}<|im_end|>\n{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}Picture "
+    "{{ image_count.value }}: {% endif %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' or 'video' in content %}"
+    "{% set video_count.value = video_count.value + 1 %}{% if add_vision_id %}Video "
+    "{{ video_count.value }}: {% endif %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+# Qwen2.5-VL's image processor fields, with a pixel range that gives the test images 4 to 16
+# placeholders (28 x 28 pixels each) instead of thousands.
+PREPROCESSOR = {
+    "image_processor_type": "Qwen2VLImageProcessor",
+    "processor_class": "Qwen2_5_VLProcessor",
+    "min_pixels": 56 * 56,
+    "max_pixels": 28 * 28 * 16,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "image_mean": [0.48145466, 0.4578275, 0.40821073],
+    "image_std": [0.26862954, 0.26130258, 0.27577711],
+    "do_resize": True,
+    "do_rescale": True,
+    "rescale_factor": 0.00392156862745098,
+    "do_normalize": True,
+    "do_convert_rgb": True,
+    "resample": 3,
+}
+
+# The chat cases: user content parts, in order ("a" and "b" are the committed images).
+CHAT_CASES = {
+    "chat_one_image": [{"role": "user", "content": [
+        {"type": "image"}, {"type": "text", "text": "Describe this image."}]}],
+    "chat_two_images": [
+        {"role": "system", "content": "You compare pictures."},
+        {"role": "user", "content": [
+            {"type": "text", "text": "First:"}, {"type": "image"},
+            {"type": "text", "text": " and second:"}, {"type": "image"},
+            {"type": "text", "text": " differ how?"}]}],
+}
+CHAT_IMAGES = {"chat_one_image": ["chat_image_a.png"],
+               "chat_two_images": ["chat_image_a.png", "chat_image_b.png"]}
 
 
 def reinit(model, gen):
@@ -85,6 +163,107 @@ def greedy(model, ids, pixel_values, grids, types):
         logits.append(out.logits[0, -1])
         toks.append(int(logits[-1].argmax()))
     return toks, torch.stack(logits)
+
+
+def write_tokenizer(model_dir):
+    """Byte-level BPE over single bytes (no merges) with Qwen2.5-VL's added tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    # GPT-2's printable stand-in of each byte (as gen_whisper_fixtures.py).
+    keep = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+    others = [b for b in range(256) if b not in keep]
+    char = {b: chr(b) for b in keep}
+    char.update({b: chr(256 + i) for i, b in enumerate(others)})
+    tok = Tokenizer(models.BPE(vocab={char[b]: b for b in range(256)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    decoder = {}
+    for i, (text, special) in enumerate(ADDED):
+        t = AddedToken(text, special=special, normalized=False)
+        if special:
+            tok.add_special_tokens([t])
+        else:
+            tok.add_tokens([t])
+        assert tok.token_to_id(text) == 256 + i, text
+        decoder[str(256 + i)] = {"content": text, "lstrip": False, "normalized": False,
+                                 "rstrip": False, "single_word": False, "special": special}
+    assert tok.get_vocab_size() == VOCAB, tok.get_vocab_size()
+    assert tok.token_to_id("<|image_pad|>") == IMAGE_PAD
+    tok.save(str(model_dir / "tokenizer.json"))
+    (model_dir / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "Qwen2Tokenizer", "add_prefix_space": False,
+         "added_tokens_decoder": decoder, "bos_token": None, "eos_token": "<|im_end|>",
+         "pad_token": "<|endoftext|>", "unk_token": None, "errors": "replace",
+         "model_max_length": 512, "split_special_tokens": False,
+         "chat_template": CHAT_TEMPLATE}, indent=2) + "\n")
+    (model_dir / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2) + "\n")
+    # Qwen2.5-VL-Instruct's EOS pair (<|im_end|>, <|endoftext|>); no sampling defaults, so a
+    # request's own temperature stands.
+    (model_dir / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": ENDOFTEXT, "eos_token_id": [IM_END, ENDOFTEXT],
+         "pad_token_id": ENDOFTEXT, "transformers_version": transformers.__version__},
+        indent=2) + "\n")
+
+
+def write_chat_images():
+    """Two small RGB images with structure (gradients and a square), written once."""
+    import numpy as np
+    from PIL import Image
+    rng = np.random.default_rng(7)
+    for name, (w, h) in {"chat_image_a.png": (60, 40), "chat_image_b.png": (30, 70)}.items():
+        y, x = np.mgrid[0:h, 0:w]
+        img = np.stack([x * 255 // max(w - 1, 1), y * 255 // max(h - 1, 1),
+                        (x + y) * 127 // (w + h)], axis=-1).astype(np.int32)
+        img[h // 4:h // 2, w // 4:w // 2] = [200, 30, 60]
+        img = np.clip(img + rng.integers(-12, 13, img.shape), 0, 255).astype(np.uint8)
+        Image.fromarray(img, "RGB").save(OUT / name, optimize=False)
+
+
+def render_chat(messages):
+    """apply_chat_template's rendering (chat_template_utils.py: a sandboxed jinja2 with
+    trim_blocks, lstrip_blocks and loopcontrols), done here because transformers 5.23's own call
+    asks for a newer jinja2 than requirements.txt pins."""
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[loopcontrols])
+    return env.from_string(CHAT_TEMPLATE).render(messages=messages, add_generation_prompt=True)
+
+
+@torch.no_grad()
+def chat_reference(model, model_dir):
+    """transformers' processor + generate on chat messages with the committed images."""
+    from PIL import Image
+    from transformers import AutoImageProcessor, AutoTokenizer, Qwen2_5_VLProcessor
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    image_processor = AutoImageProcessor.from_pretrained(model_dir, backend="pil")
+    # No video processor: it needs torchvision, which this environment leaves out, and the
+    # processor's class check would look it up. Images alone never touch it.
+    Qwen2_5_VLProcessor.check_argument_for_proper_class = lambda self, name, arg: None
+    processor = Qwen2_5_VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
+                                    video_processor=None, chat_template=CHAT_TEMPLATE)
+    ref, meta = {}, {}
+    for case, messages in CHAT_CASES.items():
+        text = render_chat(messages)
+        images = [Image.open(OUT / f).convert("RGB") for f in CHAT_IMAGES[case]]
+        inputs = processor(text=[text], images=images, return_tensors="pt")
+        out = model.generate(**inputs, max_new_tokens=N_CHAT_GREEDY, do_sample=False,
+                             eos_token_id=None, pad_token_id=ENDOFTEXT,
+                             output_scores=True, return_dict_in_generate=True)
+        toks = out.sequences[0, inputs["input_ids"].shape[1]:].tolist()
+        top2 = torch.stack(out.scores)[:, 0].topk(2, dim=-1).values
+        ref[f"{case}_ids"] = inputs["input_ids"][0].to(torch.int32)
+        ref[f"{case}_pixel_values"] = inputs["pixel_values"].contiguous()
+        ref[f"{case}_grid_thw"] = inputs["image_grid_thw"].to(torch.int32).contiguous()
+        ref[f"{case}_greedy"] = torch.tensor(toks, dtype=torch.int32)
+        meta[case] = {"messages": messages, "images": CHAT_IMAGES[case], "text": text,
+                      "ids": inputs["input_ids"][0].tolist(),
+                      "pixel_values_shape": list(inputs["pixel_values"].shape),
+                      "image_grid_thw": inputs["image_grid_thw"].tolist(), "greedy": toks,
+                      "greedy_text": tokenizer.decode(toks, skip_special_tokens=True),
+                      "greedy_min_top2_margin": float((top2[:, 0] - top2[:, 1]).min())}
+        print(case, meta[case]["image_grid_thw"], toks)
+    save_file(ref, OUT / "chat_reference.safetensors")
+    (OUT / "chat_reference.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
 def main():
@@ -151,6 +330,9 @@ def main():
         print(case, meta[case])
     save_file(ref, OUT / "reference.safetensors")
     (OUT / "reference.json").write_text(json.dumps(meta, indent=1) + "\n")
+    write_tokenizer(model_dir)
+    write_chat_images()
+    chat_reference(model, model_dir)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,11 @@
 // apps: `quantserve generate --model DIR --prompt TEXT [sampling flags]`: one completion,
 // streamed to stdout as it is generated (stdout holds the completion and nothing else);
 // load time and speeds go to stderr. Sampling defaults come from the checkpoint's
-// generation_config.json where the flags are absent, as vLLM does.
+// generation_config.json where the flags are absent, as vLLM does. `--image FILE` (repeatable)
+// gives a vision-language model (Qwen2.5-VL) images: a user message of image parts and the
+// prompt through the model's chat template when it has one, else each image's
+// <|vision_start|><|image_pad|><|vision_end|> before the prompt; the placeholders are then
+// expanded to the images' grids, as the server's chat endpoint does.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,11 +15,13 @@
 #include "apps/flags.h"
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
+#include "apps/vision_inputs.h"
 #include "core/mmap_file.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
 #include "io/generation_config.h"
 #include "models/model.h"
+#include "server/chat_content.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -43,6 +49,51 @@ Result<std::string> prompt_from_flags(const Flags& flags) {
   return text;
 }
 
+// The images of --image, decoded and processed with the checkpoint's preprocessor config.
+Result<std::vector<vision::PromptImage>> read_images(const std::vector<std::string>& paths,
+                                                     const vision::ImagePromptConfig& config) {
+  std::vector<vision::PromptImage> images;
+  for (const std::string& path : paths) {
+    QS_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+    QS_ASSIGN_OR_RETURN(vision::PromptImage image,
+                        vision::prepare_prompt_image(bytes, path, config.processor));
+    images.push_back(std::move(image));
+  }
+  return images;
+}
+
+// The prompt's ids with one placeholder per image (expanded later): through the chat template
+// (`chat`: null when the model has none) as the server renders a user message of image parts
+// and text, else raw with the placeholders first.
+Result<std::vector<int32_t>> image_prompt_ids(const std::string& prompt, size_t n_images,
+                                              const vision::ImagePromptConfig& config,
+                                              const tok::Tokenizer& tokenizer,
+                                              const tok::ChatTemplate* chat) {
+  const std::string placeholder = tokenizer.decode(
+      {config.vision_start_token_id, config.image_token_id, config.vision_end_token_id},
+      /*skip_special=*/false);
+  if (chat == nullptr) {
+    std::string text;
+    for (size_t i = 0; i < n_images; ++i) text += placeholder;
+    return tokenizer.encode(text + prompt, /*add_special_tokens=*/true);
+  }
+  nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < n_images; ++i) {
+    parts.push_back({{"type", "image_url"}, {"image_url", {{"url", "file://"}}}});
+  }
+  parts.push_back({{"type", "text"}, {"text", prompt}});
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  messages.push_back({{"role", "user"}, {"content", parts}});
+  server::ChatMessages parsed;
+  const bool openai_format = server::template_iterates_content(chat->source());
+  if (auto e = server::parse_chat_messages(messages, openai_format, placeholder, &parsed)) {
+    return invalid_argument(e->message);
+  }
+  QS_ASSIGN_OR_RETURN(std::string text,
+                      chat->render(parsed.messages, /*add_generation_prompt=*/true));
+  return tokenizer.encode(text, /*add_special_tokens=*/false);
+}
+
 Status run(const Flags& flags) {
   if (flags.get("model").empty()) return invalid_argument("--model is required");
   QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.get("model")));
@@ -59,7 +110,27 @@ Status run(const Flags& flags) {
   QS_RETURN_IF_ERROR(sampling_params_from_flags(flags, gen, kDefaultMaxTokens, &request.params));
   request.params.ignore_eos = flags.get_bool("ignore-eos");
   QS_ASSIGN_OR_RETURN(const std::string prompt, prompt_from_flags(flags));
-  if (flags.get_bool("chat")) {
+  const std::vector<std::string> image_paths = flags.get_all("image");
+  VisionInputs vision;
+  if (!image_paths.empty()) {
+    QS_ASSIGN_OR_RETURN(vision, load_vision_inputs(dir, model->config()));
+    if (vision.tower == nullptr) {
+      return invalid_argument(dir +
+                              " has no vision tower: --image needs a vision-language "
+                              "model (Qwen2_5_VLForConditionalGeneration)");
+    }
+    QS_ASSIGN_OR_RETURN(std::vector<vision::PromptImage> images,
+                        read_images(image_paths, *vision.images));
+    Result<tok::ChatTemplate> chat = tok::ChatTemplate::from_model_dir(dir);
+    if (!chat.ok() && (flags.get_bool("chat") || chat.status().code() != StatusCode::kNotFound))
+      return chat.status();
+    QS_ASSIGN_OR_RETURN(request.prompt_ids,
+                        image_prompt_ids(prompt, images.size(), *vision.images, *tokenizer,
+                                         chat.ok() ? &*chat : nullptr));
+    QS_ASSIGN_OR_RETURN(request.mm_items,
+                        vision::expand_image_placeholders(&request.prompt_ids,
+                                                          vision.images->image_token_id, images));
+  } else if (flags.get_bool("chat")) {
     QS_ASSIGN_OR_RETURN(tok::ChatTemplate chat, tok::ChatTemplate::from_model_dir(dir));
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     messages.push_back({{"role", "user"}, {"content", prompt}});
@@ -92,6 +163,7 @@ Status run(const Flags& flags) {
   // One request: the cache holds exactly its prompt and max_tokens (within the context).
   const int64_t prompt_len = static_cast<int64_t>(request.prompt_ids.size());
   engine::EngineConfig config;
+  config.vision = vision.tower.get();
   QS_ASSIGN_OR_RETURN(config.kv_cache_dtype, kv_cache_dtype_from_flags(flags));
   config.max_model_len = std::min<int64_t>(model->config().max_position_embeddings,
                                            prompt_len + request.params.max_tokens);
@@ -136,6 +208,9 @@ int cmd_generate(const Args& args) {
       .add("prompt", "prompt text (empty: generate from BOS)")
       .add("prompt-file", "read the prompt from FILE instead (\"-\": standard input)")
       .add("chat", "wrap the prompt as a user message in the model's chat template", true)
+      .add("image",
+           "an image (JPEG, PNG, WebP) for a vision-language model; repeat for several. The "
+           "prompt then goes through the chat template when the model has one")
       .add("ignore-eos", "keep generating past EOS", true);
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);

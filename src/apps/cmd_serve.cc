@@ -20,6 +20,7 @@
 #include "apps/flags.h"
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
+#include "apps/vision_inputs.h"
 #include "audio/transcribe.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -82,6 +83,26 @@ Result<double> max_audio_seconds(const Flags& flags) {
   return v;
 }
 
+// --limit-mm-per-prompt and --allowed-local-media-path (an existing directory, kept resolved
+// so that file:// URLs are compared with its real path).
+Result<server::MediaOptions> media_options(const Flags& flags) {
+  server::MediaOptions media;
+  if (flags.has("limit-mm-per-prompt")) {
+    QS_ASSIGN_OR_RETURN(
+        media.max_images_per_prompt,
+        image_limit_from_flag(flags.get("limit-mm-per-prompt"), media.max_images_per_prompt));
+  }
+  if (flags.has("allowed-local-media-path")) {
+    const std::string dir = flags.get("allowed-local-media-path");
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      return invalid_argument("--allowed-local-media-path " + dir + " is not a directory");
+    }
+    media.allowed_local_media_path = std::filesystem::canonical(dir, ec).string();
+  }
+  return media;
+}
+
 Status check_flag_values(const Flags& flags) {
   if (flags.positionals().size() > 1) {
     return invalid_argument("unexpected argument '" + flags.positionals()[1] + "'");
@@ -99,6 +120,7 @@ Status check_flag_values(const Flags& flags) {
     QS_RETURN_IF_ERROR(parse_bytes(flags.get("kv-cache-memory")).status());
   QS_RETURN_IF_ERROR(kv_cache_dtype_from_flags(flags).status());
   QS_RETURN_IF_ERROR(max_audio_seconds(flags).status());
+  QS_RETURN_IF_ERROR(media_options(flags).status());
   return ok_status();
 }
 
@@ -194,10 +216,10 @@ Status serve_until_signal(server::HttpServer& http, const server::ServerOptions&
 // the FLUX.1 pipeline behind /v1/images/generations. The LLM flags do not apply to it.
 Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int64_t port,
                     sigset_t* signals) {
-  for (const char* f :
-       {"max-model-len", "chat-template", "max-logprobs", "max-num-seqs", "max-num-batched-tokens",
-        "kv-cache-memory", "gpu-memory-utilization", "no-enable-prefix-caching",
-        "enable-prompt-tokens-details", "quantization", "kv-cache-dtype"}) {
+  for (const char* f : {"max-model-len", "chat-template", "max-logprobs", "max-num-seqs",
+                        "max-num-batched-tokens", "kv-cache-memory", "gpu-memory-utilization",
+                        "no-enable-prefix-caching", "enable-prompt-tokens-details", "quantization",
+                        "kv-cache-dtype", "limit-mm-per-prompt", "allowed-local-media-path"}) {
     if (flags.has(f))
       QS_LOG_WARN("--%s applies to LLMs only; %s is an image pipeline", f, dir.c_str());
   }
@@ -242,10 +264,10 @@ bool is_whisper_checkpoint(const std::string& dir) {
 // time on its engine thread. The LLM flags do not apply to it.
 Status run_transcriber(const Flags& flags, const std::string& dir, int threads, int64_t port,
                        sigset_t* signals) {
-  for (const char* f :
-       {"max-model-len", "chat-template", "max-logprobs", "max-num-seqs", "max-num-batched-tokens",
-        "kv-cache-memory", "gpu-memory-utilization", "no-enable-prefix-caching",
-        "enable-prompt-tokens-details", "quantization", "kv-cache-dtype"}) {
+  for (const char* f : {"max-model-len", "chat-template", "max-logprobs", "max-num-seqs",
+                        "max-num-batched-tokens", "kv-cache-memory", "gpu-memory-utilization",
+                        "no-enable-prefix-caching", "enable-prompt-tokens-details", "quantization",
+                        "kv-cache-dtype", "limit-mm-per-prompt", "allowed-local-media-path"}) {
     if (flags.has(f))
       QS_LOG_WARN("--%s applies to LLMs only; %s is a Whisper checkpoint", f, dir.c_str());
   }
@@ -300,6 +322,7 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(std::unique_ptr<tok::ChatTemplate> chat_template,
                       load_chat_template(flags, dir));
   const models::ModelConfig& config = model->config();
+  QS_ASSIGN_OR_RETURN(VisionInputs vision, load_vision_inputs(dir, config));
 
   server::ModelInfo info;
   info.served_model_name =
@@ -320,8 +343,11 @@ Status run(const Flags& flags) {
   info.chat_template = chat_template.get();
   info.defaults = default_params(gen);
   info.max_logprobs = static_cast<int>(max_logprobs);
+  info.images = vision.images.get();
+  QS_ASSIGN_OR_RETURN(info.media, media_options(flags));
 
   engine::EngineConfig engine_config;
+  engine_config.vision = vision.tower.get();
   engine_config.max_model_len = info.max_model_len;
   engine_config.max_num_seqs = max_num_seqs;
   if (flags.has("max-num-batched-tokens")) {
@@ -343,8 +369,9 @@ Status run(const Flags& flags) {
   options.enable_prompt_tokens_details = flags.has("enable-prompt-tokens-details");
   server::HttpServer http(options, info, backend, metrics);
   char detail[96];
-  std::snprintf(detail, sizeof(detail), "max_model_len %lld, %d threads",
-                static_cast<long long>(info.max_model_len), threads);
+  std::snprintf(detail, sizeof(detail), "max_model_len %lld, %d threads%s",
+                static_cast<long long>(info.max_model_len), threads,
+                vision.tower ? ", images in chat" : "");
   Status served = serve_until_signal(http, options, info, detail, &signals);
   backend.shutdown();
   QS_LOG_INFO("server stopped");
@@ -382,6 +409,10 @@ int cmd_serve(const Args& args) {
       .add("no-enable-prefix-caching", "disable prefix caching", true)
       .add("enable-prompt-tokens-details",
            "usage.prompt_tokens_details.cached_tokens: prompt tokens the prefix cache served", true)
+      .add("limit-mm-per-prompt",
+           "images one prompt may carry, as JSON: '{\"image\": 4}' (default 16)")
+      .add("allowed-local-media-path",
+           "a directory whose files chat requests may name as file:// image URLs (default: none)")
       .add("max-audio-seconds", "Whisper: refuse recordings longer than this, from their header",
            false, "3600")
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()));

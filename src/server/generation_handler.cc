@@ -304,6 +304,7 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
       EngineRequest e;
       e.id = internal_id + "-" + std::to_string(session->choices.size());
       e.prompt_ids = r.prompts[p].ids;
+      e.mm_items = r.prompts[p].mm_items;
       e.params = r.params;
       e.params.max_tokens = max_tokens;
       // vLLM's parallel sampling: child i of a seeded request uses seed + i.

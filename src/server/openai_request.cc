@@ -8,7 +8,9 @@
 #include <limits>
 #include <set>
 
+#include "server/chat_content.h"
 #include "server/json_fields.h"
+#include "server/media_url.h"
 
 namespace qs::server {
 
@@ -215,51 +217,53 @@ std::optional<ApiError> parse_prompts(const Json& body, const ModelInfo& model,
   return std::nullopt;
 }
 
-// Message content as one string: a string, or text parts joined by newlines.
-std::optional<ApiError> flatten_content(const Json& content, std::string* out) {
-  if (content.is_null() || content.is_string()) {
-    *out = content.is_null() ? "" : content.get<std::string>();
-    return std::nullopt;
+// The images of a chat request, fetched and processed in order, after the checks that need
+// no decoding: a model that takes images, and the per-prompt limit.
+std::optional<ApiError> prepare_images(const std::vector<std::string>& urls, const ModelInfo& model,
+                                       std::vector<vision::PromptImage>* images) {
+  if (urls.empty()) return std::nullopt;
+  if (model.images == nullptr) {
+    return bad_request("The model `" + model.served_model_name +
+                           "` does not accept images (it has no vision tower).",
+                       "messages");
   }
-  if (!content.is_array()) {
-    return type_error("messages",
-                      "a list of messages whose content is a string or a list of parts");
+  const int64_t limit = model.media.max_images_per_prompt;
+  if (static_cast<int64_t>(urls.size()) > limit) {
+    return bad_request("At most " + std::to_string(limit) +
+                           " image(s) may be provided in one prompt; the request has " +
+                           std::to_string(urls.size()) +
+                           ". Set --limit-mm-per-prompt to raise the limit.",
+                       "messages");
   }
-  out->clear();
-  bool first = true;
-  for (const auto& part : content) {
-    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
-      return bad_request("Each content part must be an object with a 'type'.", "messages");
-    const std::string type = part["type"].get<std::string>();
-    if (type != "text") {
-      return bad_request("Content parts of type '" + type + "' are not supported (text only).",
-                         "messages");
-    }
-    if (!part.contains("text") || !part["text"].is_string())
-      return bad_request("A text content part needs a string 'text'.", "messages");
-    if (!first) *out += "\n";
-    *out += part["text"].get<std::string>();
-    first = false;
+  for (size_t i = 0; i < urls.size(); ++i) {
+    std::string bytes;
+    if (auto e = load_media_url(urls[i], model.media.allowed_local_media_path, &bytes)) return e;
+    const std::string name = "image " + std::to_string(i + 1);
+    Result<vision::PromptImage> image =
+        vision::prepare_prompt_image(bytes, name, model.images->processor);
+    if (!image.ok()) return bad_request("Invalid image: " + image.status().message(), "messages");
+    images->push_back(std::move(*image));
   }
   return std::nullopt;
 }
 
-// Renders `messages` with the chat template and tokenizes the result.
+// Renders `messages` with the chat template, tokenizes the result and expands its images.
 std::optional<ApiError> render_chat(const Json& body, const ModelInfo& model, Prompt* prompt) {
   auto it = body.find("messages");
   if (it == body.end() || !it->is_array() || it->empty()) {
     return bad_request("'messages' must be a non-empty list of messages.", "messages");
   }
-  Json messages = Json::array();
-  for (const auto& m : *it) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      return bad_request("Each message must be an object with a string 'role'.", "messages");
-    Json msg = m;
-    std::string content;
-    if (auto e = flatten_content(m.contains("content") ? m["content"] : Json(), &content)) return e;
-    msg["content"] = content;
-    messages.push_back(std::move(msg));
+  const bool openai_format =
+      model.chat_template != nullptr && template_iterates_content(model.chat_template->source());
+  std::string placeholder;
+  if (model.images != nullptr) {
+    placeholder =
+        model.tokenizer->decode({model.images->vision_start_token_id, model.images->image_token_id,
+                                 model.images->vision_end_token_id},
+                                /*skip_special=*/false);
   }
+  ChatMessages chat;
+  if (auto e = parse_chat_messages(*it, openai_format, placeholder, &chat)) return e;
   if (model.chat_template == nullptr) {
     return bad_request(
         "As of transformers v4.44, default chat template is no longer allowed, so you must "
@@ -280,17 +284,27 @@ std::optional<ApiError> render_chat(const Json& body, const ModelInfo& model, Pr
     if (!k->is_object()) return type_error("chat_template_kwargs", "an object");
     kwargs = *k;
   }
-  Result<std::string> text = model.chat_template->render(messages, add_generation_prompt, kwargs);
+  std::vector<vision::PromptImage> images;
+  if (auto e = prepare_images(chat.image_urls, model, &images)) return e;
+  Result<std::string> text =
+      model.chat_template->render(chat.messages, add_generation_prompt, kwargs);
   if (!text.ok()) return bad_request("Chat template error: " + text.status().message());
   prompt->text = std::move(*text);
   if (continue_final) {
     // The final assistant message is left open: drop what the template wrote after it.
-    const std::string last = messages.back()["content"].get<std::string>();
+    const std::string& last = chat.final_text;
     const size_t pos = last.empty() ? std::string::npos : prompt->text.rfind(last);
     if (pos != std::string::npos) prompt->text.resize(pos + last.size());
   }
   prompt->ids = model.tokenizer->encode(prompt->text, add_special);
   if (prompt->ids.empty()) return bad_request("The chat template rendered an empty prompt.");
+  if (model.images != nullptr) {
+    Result<std::vector<models::MultimodalItem>> items =
+        vision::expand_image_placeholders(&prompt->ids, model.images->image_token_id, images);
+    if (!items.ok())
+      return bad_request("Invalid image placeholders: " + items.status().message(), "messages");
+    prompt->mm_items = std::move(*items);
+  }
   return std::nullopt;
 }
 

@@ -4,8 +4,9 @@
 // envelope and vLLM's HTTP status), never an exception or a crash.
 //
 // Supported prompt forms (completions): a string, a list of strings, a list of token ids,
-// or a list of token-id lists, as vLLM. Chat message content: a string or a list of
-// {"type": "text", "text": ...} parts (joined with "\n", vLLM's "string" content format).
+// or a list of token-id lists, as vLLM. Chat message content: a string or a list of content
+// parts (chat_content.h): text, and images as data: or file:// URLs for a model with a vision
+// tower, each image's placeholder expanded to its grid's tokens (vision/image_prompt.h).
 // Fields vLLM does not know are ignored and reported in `ignored_fields` (vLLM logs them as a
 // warning); fields vLLM knows but quantserve does not implement (logit_bias, tools,
 // structured outputs, ...) are a 400 when set, rather than silently changing the output.
@@ -22,6 +23,7 @@
 #include "server/backend.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "vision/image_prompt.h"
 
 namespace qs::server {
 
@@ -46,6 +48,12 @@ ApiError service_unavailable(std::string message);
 // A Status from below (engine, tokenizer) mapped to the status vLLM would send.
 ApiError error_from_status(const Status& status);
 
+// The serve flags that bound a chat request's images (vLLM's names).
+struct MediaOptions {
+  int64_t max_images_per_prompt = 16;    // --limit-mm-per-prompt '{"image": N}'
+  std::string allowed_local_media_path;  // --allowed-local-media-path; empty: no file:// URLs
+};
+
 // What the server knows about the model it serves; all pointers outlive requests.
 struct ModelInfo {
   std::string served_model_name;
@@ -56,14 +64,18 @@ struct ModelInfo {
   const tok::ChatTemplate* chat_template = nullptr;  // null: the model has none
   SamplingParams defaults;                           // generation_config.json over vLLM's
   int max_logprobs = 20;                             // vLLM's --max-logprobs default
+  // The model's image placeholders and processor; null: it has no vision tower.
+  const vision::ImagePromptConfig* images = nullptr;
+  MediaOptions media;
 };
 
 enum class Endpoint { kCompletions, kChat };
 
 // One prompt after tokenization.
 struct Prompt {
-  std::vector<int32_t> ids;
-  std::string text;  // the prompt as text (decoded for token-id prompts), for echo
+  std::vector<int32_t> ids;  // images' placeholders expanded
+  std::string text;          // the prompt as text (decoded for token-id prompts), for echo
+  std::vector<models::MultimodalItem> mm_items;  // chat: one per image, at its run in `ids`
 };
 
 struct GenerationRequest {
