@@ -187,7 +187,8 @@ int cmd_quantize(const Args& args) {
       .add("seed", "seed for calibration sampling and tuning", false, "42")
       .add("dataset",
            "calibration text: .txt (one document per line), .jsonl with \"text\", or .jsonl with "
-           "\"input_ids\" (pre-tokenized samples, used in file order)")
+           "\"input_ids\" (pre-tokenized samples, used in file order); for Whisper, audio: a "
+           "directory of sound files or a text file listing their paths")
       .add("format", "auto_round, auto_gptq, auto_awq or llm_compressor (compressed-tensors)",
            false, "auto_round")
       .add("layer_config",

@@ -101,9 +101,11 @@ WindowSplit split_by_timestamps(const WhisperTokens& ids, const std::vector<int3
   return out;
 }
 
-Result<WhisperTranscriber> WhisperTranscriber::load(const std::string& dir) {
+Result<WhisperTranscriber> WhisperTranscriber::load(const std::string& dir,
+                                                    LinearObserver observer) {
   WhisperTranscriber w;
   QS_ASSIGN_OR_RETURN(WhisperModel model, WhisperModel::load(dir));
+  model.set_linear_observer(std::move(observer));
   w.model_ = std::make_shared<const WhisperModel>(std::move(model));
   QS_ASSIGN_OR_RETURN(std::unique_ptr<tok::Tokenizer> t, tok::load_tokenizer(dir));
   w.tokenizer_ = std::move(t);

@@ -61,7 +61,9 @@ WindowSplit split_by_timestamps(const WhisperTokens& ids, const std::vector<int3
 
 class WhisperTranscriber {
  public:
-  static Result<WhisperTranscriber> load(const std::string& dir);
+  // `observer`, when given, is set on the model (WhisperModel::set_linear_observer): the
+  // calibration of OPT-RTN transcribes through it.
+  static Result<WhisperTranscriber> load(const std::string& dir, LinearObserver observer = {});
 
   const WhisperModel& model() const { return *model_; }
   const tok::Tokenizer& tokenizer() const { return *tokenizer_; }

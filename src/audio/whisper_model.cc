@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "core/dtype.h"
 #include "ops/activation.h"
@@ -75,6 +76,7 @@ Status load_norm(const models::Component& c, const std::string& p, int64_t d, st
 Result<WhisperLayer> load_layer(const models::Component& c, const std::string& p, int64_t d,
                                 int64_t ff, bool decoder) {
   WhisperLayer l;
+  l.prefix = p;
   QS_RETURN_IF_ERROR(load_norm(c, p + ".self_attn_layer_norm", d, &l.ln_attn_w, &l.ln_attn_b));
   QS_ASSIGN_OR_RETURN(l.attn, load_attention(c, p + ".self_attn", d));
   if (decoder) {
@@ -88,12 +90,22 @@ Result<WhisperLayer> load_layer(const models::Component& c, const std::string& p
   return l;
 }
 
+// The observer hears `names` (of layer l's linears), each reading the rows x [m, k]. The name is
+// built only when someone listens.
+void observe(const LinearObserver& o, const WhisperLayer& l,
+             std::initializer_list<const char*> names, const float* x, int64_t m, int64_t k) {
+  if (!o) return;
+  for (const char* name : names) o(l.prefix + "." + name, x, m, k);
+}
+
 // x += fc2(gelu(fc1(layer_norm(x)))) over n rows; nx [n, d] and mid [n, ff] are scratch.
 Status feed_forward(const WhisperLayer& l, int64_t n, int64_t d, int64_t ff, float eps, float* x,
-                    float* nx, float* mid, float* y, ThreadPool& pool) {
+                    float* nx, float* mid, float* y, const LinearObserver& o, ThreadPool& pool) {
   ops::layer_norm(x, n, d, l.ln_ffn_w.data(), l.ln_ffn_b.data(), eps, nx);
+  observe(o, l, {"fc1"}, nx, n, d);
   QS_RETURN_IF_ERROR(ops::linear(nx, n, l.fc1, l.b1.data(), mid, pool));
   ops::gelu_erf(mid, n * ff);
+  observe(o, l, {"fc2"}, mid, n, ff);
   QS_RETURN_IF_ERROR(ops::linear(mid, n, l.fc2, l.b2.data(), y, pool));
   ops::add_inplace(x, y, n * d);
   return ok_status();
@@ -162,14 +174,17 @@ Status WhisperModel::encode(const float* features, std::vector<float>* out,
   for (const WhisperLayer& l : enc_layers_) {
     ops::layer_norm(x.data(), n, d, l.ln_attn_w.data(), l.ln_attn_b.data(), f.layer_norm_eps,
                     nx.data());
+    observe(observer_, l, {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, nx.data(),
+            n, d);
     QS_RETURN_IF_ERROR(ops::linear(nx.data(), n, l.attn.q, l.attn.bq.data(), q.data(), pool));
     QS_RETURN_IF_ERROR(ops::linear(nx.data(), n, l.attn.k, nullptr, k.data(), pool));
     QS_RETURN_IF_ERROR(ops::linear(nx.data(), n, l.attn.v, l.attn.bv.data(), v.data(), pool));
     QS_RETURN_IF_ERROR(ops::dense_attention(q.data(), k.data(), v.data(), as, a.data(), pool));
+    observe(observer_, l, {"self_attn.out_proj"}, a.data(), n, d);
     QS_RETURN_IF_ERROR(ops::linear(a.data(), n, l.attn.o, l.attn.bo.data(), y.data(), pool));
     ops::add_inplace(x.data(), y.data(), n * d);
     QS_RETURN_IF_ERROR(feed_forward(l, n, d, ff, f.layer_norm_eps, x.data(), nx.data(), mid.data(),
-                                    y.data(), pool));
+                                    y.data(), observer_, pool));
   }
   ops::layer_norm(x.data(), n, d, enc_ln_w_.data(), enc_ln_b_.data(), f.layer_norm_eps, x.data());
   *out = std::move(x);
@@ -195,6 +210,8 @@ Status WhisperModel::start(const float* enc, int64_t n_src, WhisperDecoderState*
     float* k = cross_k->data() + i * n_src * d;
     float* v = cross_v->data() + i * n_src * d;
     const ops::LinearOut outs[] = {{&x.k, nullptr, k}, {&x.v, x.bv.data(), v}};
+    observe(observer_, dec_layers_[i], {"encoder_attn.k_proj", "encoder_attn.v_proj"}, enc, n_src,
+            d);
     QS_RETURN_IF_ERROR(ops::linear_many(enc, n_src, outs, pool));
   }
   s.cross_k = std::move(cross_k);
@@ -251,6 +268,8 @@ Status WhisperModel::decode(std::span<WhisperDecoderState* const> states,
     const WhisperLayer& l = dec_layers_[li];
     ops::layer_norm(x.data(), rows, d, l.ln_attn_w.data(), l.ln_attn_b.data(), f.layer_norm_eps,
                     nx.data());
+    observe(observer_, l, {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, nx.data(),
+            rows, d);
     const ops::LinearOut qkv[] = {{&l.attn.q, l.attn.bq.data(), q.data()},
                                   {&l.attn.k, nullptr, k.data()},
                                   {&l.attn.v, l.attn.bv.data(), v.data()}};
@@ -268,11 +287,13 @@ Status WhisperModel::decode(std::span<WhisperDecoderState* const> states,
       QS_RETURN_IF_ERROR(ops::paged_attention(q.data() + offset[i] * d, cache, {&seq, 1}, params,
                                               a.data() + offset[i] * d, pool));
     }
+    observe(observer_, l, {"self_attn.out_proj"}, a.data(), rows, d);
     QS_RETURN_IF_ERROR(ops::linear(a.data(), rows, l.attn.o, l.attn.bo.data(), y.data(), pool));
     ops::add_inplace(x.data(), y.data(), rows * d);
 
     ops::layer_norm(x.data(), rows, d, l.ln_cross_w.data(), l.ln_cross_b.data(), f.layer_norm_eps,
                     nx.data());
+    observe(observer_, l, {"encoder_attn.q_proj"}, nx.data(), rows, d);
     QS_RETURN_IF_ERROR(ops::linear(nx.data(), rows, l.cross.q, l.cross.bq.data(), q.data(), pool));
     for (size_t i = 0; i < states.size(); ++i) {
       const WhisperDecoderState& s = *states[i];
@@ -296,10 +317,11 @@ Status WhisperModel::decode(std::span<WhisperDecoderState* const> states,
         QS_RETURN_IF_ERROR(ops::dense_attention(q.data() + offset[i] * d, ck, cv, as, out, pool));
       }
     }
+    observe(observer_, l, {"encoder_attn.out_proj"}, a.data(), rows, d);
     QS_RETURN_IF_ERROR(ops::linear(a.data(), rows, l.cross.o, l.cross.bo.data(), y.data(), pool));
     ops::add_inplace(x.data(), y.data(), rows * d);
     QS_RETURN_IF_ERROR(feed_forward(l, rows, d, ff, f.layer_norm_eps, x.data(), nx.data(),
-                                    mid.data(), y.data(), pool));
+                                    mid.data(), y.data(), observer_, pool));
   }
   // Only the rows whose logits are wanted go through the final norm and the projection.
   std::vector<int64_t> keep;

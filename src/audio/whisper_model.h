@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -45,6 +47,7 @@ struct WhisperAttention {
 };
 
 struct WhisperLayer {
+  std::string prefix;  // "model.encoder.layers.0": the linears' checkpoint names start with it
   std::vector<float> ln_attn_w, ln_attn_b;
   WhisperAttention attn;
   std::vector<float> ln_cross_w, ln_cross_b;  // decoder layers only
@@ -66,11 +69,20 @@ struct WhisperDecoderState {
   std::shared_ptr<const std::vector<float>> cross_k, cross_v;  // [decoder_layers, n_src, d_model]
 };
 
+// Hears each block linear's input just before the linear runs: its checkpoint name without
+// ".weight" ("model.decoder.layers.1.encoder_attn.k_proj") and its input rows x [m, k]. The
+// imatrix of OPT-RTN (quant/whisper_calibration.h) is collected through it; serving sets none.
+using LinearObserver =
+    std::function<void(const std::string& module, const float* x, int64_t m, int64_t k)>;
+
 class WhisperModel {
  public:
   static Result<WhisperModel> load(const std::string& dir);
   const WhisperConfig& config() const { return config_; }
   const models::Component& weights() const { return weights_; }
+  // encode(), start() and decode() call `observer` before every block linear (q, k and v each
+  // with the same rows); empty (the default) calls nothing and costs nothing.
+  void set_linear_observer(LinearObserver observer) { observer_ = std::move(observer); }
 
   // features [num_mel_bins, input_frames()] (one 30 s window) -> out [max_source_positions,
   // d_model], the encoder's last_hidden_state.
@@ -100,6 +112,7 @@ class WhisperModel {
   std::vector<WhisperLayer> dec_layers_;
   std::vector<float> dec_ln_w_, dec_ln_b_;
   ops::LinearWeight proj_out_;  // the token embedding, or proj_out.weight when untied
+  LinearObserver observer_;
 };
 
 }  // namespace qs::audio

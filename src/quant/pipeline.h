@@ -183,11 +183,13 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& options,
                                           const std::function<bool()>& cancelled);
 
 // A transformers Whisper directory (config.json model_type "whisper"): every linear of the
-// encoder's and decoder's blocks RTN-quantized as auto_round (block_name_to_quantize
+// encoder's and decoder's blocks RTN- or OPT-RTN-quantized (imatrix from --dataset audio,
+// whisper_calibration.h) as auto_round (block_name_to_quantize
 // "model.decoder.layers,model.encoder.layers", as auto-round's model-free mode writes it); the
 // convolutions, embeddings, positions, norms and the tied proj_out stay 16-bit, and the
-// tokenizer, preprocessor and generation configs are copied. Called by quantize(). Errors: a
-// tuned mode, another format, --quant_lm_head, a config or tensor that is not Whisper's.
+// tokenizer, preprocessor and generation configs are copied. Called by quantize(). Errors:
+// AutoRound (--iters > 0), OPT-RTN without audio, another format, --quant_lm_head, a config or
+// tensor that is not Whisper's.
 Result<QuantizeSummary> quantize_whisper(const QuantizeOptions& options, const ProgressFn& progress,
                                          const std::function<bool()>& cancelled);
 

@@ -1,16 +1,22 @@
 // quant: `quantize` on a transformers Whisper directory (see pipeline.h). The encoder's and
 // decoder's block linears are planned like an LLM's decoder blocks (pipeline_plan.cc) and written
 // through the same streaming export (pipeline.cc) as auto-round's model-free RTN writes a
-// WhisperForConditionalGeneration; everything else in the directory is carried over.
+// WhisperForConditionalGeneration; everything else in the directory is carried over. OPT-RTN
+// takes each linear's imatrix from transcribing audio (whisper_calibration.h) and searches its
+// scales with opt_rtn(), as the LLM path does per block (pipeline_tuned.cc).
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 #include "audio/whisper_model.h"
 #include "core/json.h"
 #include "io/checkpoint.h"
 #include "models/component.h"
+#include "quant/opt_rtn.h"
 #include "quant/pipeline.h"
 #include "quant/staged_output.h"
+#include "quant/whisper_calibration.h"
 
 namespace qs::quant {
 
@@ -56,16 +62,49 @@ bool is_rewritten(const std::string& name) {
          name.ends_with(".msgpack") || name.ends_with(".ckpt") || name.ends_with(".pt");
 }
 
+// OPT-RTN of every planned block linear (§1.5): the imatrix from transcribing the calibration
+// audio with the full-precision model, then the weighted scale search. 8-bit linears stay plain
+// RTN (left to the export), as the tool disables OPT-RTN for W8A16.
+Result<TunedModel> opt_rtn_whisper(const QuantizeOptions& o, const QuantPlan& plan,
+                                   const io::Checkpoint& ckpt) {
+  QS_ASSIGN_OR_RETURN(std::vector<std::string> files,
+                      whisper_calibration_files(o.dataset, o.nsamples));
+  QS_ASSIGN_OR_RETURN(WhisperImatrix im, whisper_imatrix(o.model_dir, files, o.threads));
+  TunedModel tuned;
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.1f", im.seconds);
+  tuned.calibration = std::to_string(im.n_clips) + " audio files (" + seconds + " s) from " +
+                      o.dataset + ", transcribed greedily";
+  ThreadPool pool(std::max(1, o.threads));
+  for (const LayerPlan& l : plan.layers) {
+    if (!l.quantize) continue;
+    const formats::QuantScheme s = plan.parsed.scheme_for(l.module);
+    if (s.bits >= 8) continue;
+    auto it = im.sums.find(l.module);
+    // Every block linear runs on every window, so a missing one is our bug, not the user's.
+    if (it == im.sums.end() || static_cast<int64_t>(it->second.size()) != l.k) {
+      return internal_error("whisper calibration: no inputs observed for " + l.module);
+    }
+    const std::vector<float> imatrix = imatrix_of(it->second, im.n_clips);
+    QS_ASSIGN_OR_RETURN(Tensor t, ckpt.get(l.module + ".weight", {l.n, l.k}));
+    const std::vector<float> w = t.to_f32();
+    tuned.weights.emplace(
+        l.module, opt_rtn(w.data(), l.n, l.k, s.bits, s.group_size, s.sym, imatrix.data(), &pool));
+  }
+  return tuned;
+}
+
 }  // namespace
 
 Result<QuantizeSummary> quantize_whisper(const QuantizeOptions& o, const ProgressFn& progress,
                                          const std::function<bool()>& cancelled) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (o.iters > 0 || !o.disable_opt_rtn) {
-    // The tuned modes need a forward with observers on the encoder and decoder blocks and
-    // audio calibration data, neither of which exists yet.
+  if (o.iters > 0) {
+    // AutoRound would need the encoder's and decoder's blocks as tunable blocks with their
+    // backward passes, which only the LLM decoder block has.
     return invalid_argument(
-        "Whisper is quantized by RTN only so far; pass --iters 0 --disable_opt_rtn");
+        "Whisper is quantized by RTN or OPT-RTN only, not AutoRound; pass --iters 0 (OPT-RTN, "
+        "with --dataset audio) or --iters 0 --disable_opt_rtn (RTN)");
   }
   if (o.format != io::ExportFormat::kAutoRound) {
     return invalid_argument(
@@ -100,11 +139,17 @@ Result<QuantizeSummary> quantize_whisper(const QuantizeOptions& o, const Progres
   if (ckpt.has("proj_out.weight"))
     target.linears.push_back({"proj_out", wc.vocab_size, wc.d_model});
   QS_ASSIGN_OR_RETURN(QuantPlan plan, plan_quantization(o, target));
+  TunedModel tuned;
+  if (!o.disable_opt_rtn) {
+    QS_ASSIGN_OR_RETURN(tuned, opt_rtn_whisper(o, plan, ckpt));
+    if (cancelled && cancelled())
+      return io_error("interrupted; " + o.output_dir + " left as it was");
+  }
   QS_ASSIGN_OR_RETURN(StagedOutput out, StagedOutput::begin(o.output_dir, o.overwrite));
 
   QuantizeSummary summary;
-  TunedModel none;
-  QS_RETURN_IF_ERROR(export_weights(ckpt, "model", kWhisperBlocks, o, plan, &none, out.dir(),
+  summary.calibration = tuned.calibration;
+  QS_RETURN_IF_ERROR(export_weights(ckpt, "model", kWhisperBlocks, o, plan, &tuned, out.dir(),
                                     progress, cancelled, &summary));
   json config = meta.config();
   config["quantization_config"] = plan.quantization_config;
@@ -126,8 +171,8 @@ Result<QuantizeSummary> quantize_whisper(const QuantizeOptions& o, const Progres
   for (const LayerPlan& l : plan.layers) {
     if (!l.quantize) summary.kept.emplace_back(l.module, l.reason);
   }
-  summary.scheme = scheme_name(o.spec) + " as auto_round (" + plan.parsed.format() +
-                   "), RTN, Whisper encoder and decoder blocks";
+  summary.scheme = scheme_name(o.spec) + " as auto_round (" + plan.parsed.format() + "), " +
+                   (o.disable_opt_rtn ? "RTN" : "OPT-RTN") + ", Whisper encoder and decoder blocks";
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return summary;
 }

@@ -3,9 +3,9 @@
 // this checkpoint (block_name_to_quantize "model.decoder.layers,model.encoder.layers"); every
 // block linear of the encoder and decoder is GPTQ-packed and dequantizes to exactly
 // formats::rtn_quantize of the source weight; every other tensor and file is the source's; the
-// result loads and `transcribe` runs on it. Tuned modes, other formats, --quant_lm_head and a
-// group size that fits no layer are refused with the reason; a group size that fits only some
-// layers keeps the others 16-bit and says which.
+// result loads and `transcribe` runs on it. AutoRound, OPT-RTN without audio, other formats,
+// --quant_lm_head and a group size that fits no layer are refused with the reason; a group size
+// that fits only some layers keeps the others 16-bit and says which.
 #include <unistd.h>
 
 #include <cstring>
@@ -171,12 +171,12 @@ TEST_F(WhisperQuantize, LoadsAndTranscribes) {
 
 TEST_F(WhisperQuantize, RefusesWhatItCannotDo) {
   const std::string out = (dir_ / "refused").string();
-  const std::string rtn_only =
-      "Whisper is quantized by RTN only so far; pass --iters 0 --disable_opt_rtn";
+  const std::string no_autoround = "Whisper is quantized by RTN or OPT-RTN only, not AutoRound";
   for (const auto& [flags, why] : std::vector<std::pair<std::string, std::string>>{
-           {"", rtn_only},           // AutoRound (--iters 200)
-           {"--iters 0", rtn_only},  // OPT-RTN
-           {"--iters 50 --disable_opt_rtn", rtn_only},
+           {"", no_autoround},  // AutoRound (--iters 200)
+           // OPT-RTN without calibration audio
+           {"--iters 0 --group_size 32", "needs --dataset with audio files"},
+           {"--iters 50 --disable_opt_rtn", no_autoround},
            {kRtn + " --group_size 32 --format auto_gptq", "--format auto_round"},
            {kRtn + " --group_size 32 --quant_lm_head", "proj_out"},
            {kRtn + " --scheme W8A8", "compressed-tensors"},
