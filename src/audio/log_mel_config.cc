@@ -1,7 +1,6 @@
 // audio: preprocessor_config.json into a LogMelConfig (see log_mel_config.h).
 #include "audio/log_mel_config.h"
 
-#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -9,47 +8,17 @@
 #include "core/json.h"
 
 namespace qs::audio {
-namespace {
-
 using nlohmann::json;
-
-// An integer field, or nullopt when absent or null. Python writes some integers as floats
-// (16000.0); an integral float is taken, 0.5 is not.
-Result<std::optional<int64_t>> mel_config_int(const json& obj, const char* field,
-                                              const std::string& source) {
-  auto it = obj.find(field);
-  if (it == obj.end() || it->is_null()) return std::optional<int64_t>();
-  if (it->is_number_integer() &&
-      !(it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
-    return std::optional<int64_t>(it->get<int64_t>());
-  }
-  if (it->is_number_float()) {
-    const double v = it->get<double>();
-    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9.0e15) {
-      return std::optional<int64_t>(static_cast<int64_t>(v));
-    }
-  }
-  return invalid_argument(source + ": '" + field + "' must be an integer, found " + it->dump());
-}
-
-Status mel_config_range(int64_t value, int64_t lo, int64_t hi, const char* field,
-                        const std::string& source) {
-  if (value >= lo && value <= hi) return ok_status();
-  return invalid_argument(source + ": '" + field + "' is " + std::to_string(value) + ", outside [" +
-                          std::to_string(lo) + ", " + std::to_string(hi) + "]");
-}
-
-}  // namespace
 
 Status validate_log_mel_config(const LogMelConfig& c, const std::string& source) {
   // Far above Whisper's 128 bins, 400-point FFT and 30 s windows, far below sizes whose
   // arithmetic or allocations could fail.
-  QS_RETURN_IF_ERROR(mel_config_range(c.n_mels, 1, 1024, "feature_size", source));
+  QS_RETURN_IF_ERROR(json_check_range(c.n_mels, 1, 1024, "feature_size", source));
   QS_RETURN_IF_ERROR(
-      mel_config_range(c.sample_rate, kMinSampleRate, kMaxSampleRate, "sampling_rate", source));
-  QS_RETURN_IF_ERROR(mel_config_range(c.n_fft, 2, 1 << 16, "n_fft", source));
-  QS_RETURN_IF_ERROR(mel_config_range(c.hop_length, 1, 1 << 16, "hop_length", source));
-  QS_RETURN_IF_ERROR(mel_config_range(c.chunk_length, 1, 3600, "chunk_length", source));
+      json_check_range(c.sample_rate, kMinSampleRate, kMaxSampleRate, "sampling_rate", source));
+  QS_RETURN_IF_ERROR(json_check_range(c.n_fft, 2, 1 << 16, "n_fft", source));
+  QS_RETURN_IF_ERROR(json_check_range(c.hop_length, 1, 1 << 16, "hop_length", source));
+  QS_RETURN_IF_ERROR(json_check_range(c.chunk_length, 1, 3600, "chunk_length", source));
   if (c.n_samples != c.chunk_length * c.sample_rate) {
     return invalid_argument(source + ": 'n_samples' is " + std::to_string(c.n_samples) +
                             ", but chunk_length * sampling_rate is " +
@@ -75,17 +44,17 @@ Result<LogMelConfig> parse_log_mel_config(const json& value, const std::string& 
                                                      {"n_fft", &c.n_fft},
                                                      {"chunk_length", &c.chunk_length}};
   for (const auto& [field, out] : fields) {
-    QS_ASSIGN_OR_RETURN(std::optional<int64_t> v, mel_config_int(value, field, source));
+    QS_ASSIGN_OR_RETURN(std::optional<int64_t> v, json_integral(value, field, source));
     if (v) *out = *v;
   }
   QS_RETURN_IF_ERROR(
-      mel_config_range(c.sample_rate, kMinSampleRate, kMaxSampleRate, "sampling_rate", source));
-  QS_RETURN_IF_ERROR(mel_config_range(c.hop_length, 1, 1 << 16, "hop_length", source));
-  QS_RETURN_IF_ERROR(mel_config_range(c.chunk_length, 1, 3600, "chunk_length", source));
-  QS_ASSIGN_OR_RETURN(std::optional<int64_t> n_samples, mel_config_int(value, "n_samples", source));
+      json_check_range(c.sample_rate, kMinSampleRate, kMaxSampleRate, "sampling_rate", source));
+  QS_RETURN_IF_ERROR(json_check_range(c.hop_length, 1, 1 << 16, "hop_length", source));
+  QS_RETURN_IF_ERROR(json_check_range(c.chunk_length, 1, 3600, "chunk_length", source));
+  QS_ASSIGN_OR_RETURN(std::optional<int64_t> n_samples, json_integral(value, "n_samples", source));
   c.n_samples = n_samples.value_or(c.chunk_length * c.sample_rate);
   QS_ASSIGN_OR_RETURN(std::optional<int64_t> nb_max_frames,
-                      mel_config_int(value, "nb_max_frames", source));
+                      json_integral(value, "nb_max_frames", source));
   c.nb_max_frames = nb_max_frames.value_or(c.n_samples / c.hop_length);
   QS_RETURN_IF_ERROR(validate_log_mel_config(c, source));
   return c;

@@ -1,6 +1,7 @@
 // core: JSON file helpers (see json.h).
 #include "core/json.h"
 
+#include <cmath>
 #include <utility>
 
 #include "core/mmap_file.h"
@@ -69,6 +70,30 @@ Status write_json(const std::string& path, const json& value) {
     return data_loss(path + ": cannot be written as JSON: " + e.what());
   }
   return write_file(path, text);
+}
+
+Result<std::optional<int64_t>> json_integral(const nlohmann::json& obj, const char* field,
+                                             const std::string& source) {
+  auto it = obj.find(field);
+  if (it == obj.end() || it->is_null()) return std::optional<int64_t>();
+  if (it->is_number_integer() &&
+      !(it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+    return std::optional<int64_t>(it->get<int64_t>());
+  }
+  if (it->is_number_float()) {
+    const double v = it->get<double>();
+    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9.0e15) {
+      return std::optional<int64_t>(static_cast<int64_t>(v));
+    }
+  }
+  return invalid_argument(source + ": '" + field + "' must be an integer, found " + it->dump());
+}
+
+Status json_check_range(int64_t value, int64_t lo, int64_t hi, const std::string& field,
+                        const std::string& source) {
+  if (value >= lo && value <= hi) return ok_status();
+  return invalid_argument(source + ": '" + field + "' is " + std::to_string(value) + ", outside [" +
+                          std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
 }  // namespace qs

@@ -18,32 +18,6 @@ using nlohmann::json;
 // (24 bytes per pixel at two frames) no machine holds.
 constexpr int64_t kMaxProcessorPixels = int64_t{1} << 27;
 
-// An integer field, or nullopt when absent or null; Python writes some integers as floats
-// (3136.0), so an integral float is taken, 0.5 is not.
-Result<std::optional<int64_t>> vl_config_int(const json& obj, const char* field,
-                                             const std::string& source) {
-  auto it = obj.find(field);
-  if (it == obj.end() || it->is_null()) return std::optional<int64_t>();
-  if (it->is_number_integer() &&
-      !(it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
-    return std::optional<int64_t>(it->get<int64_t>());
-  }
-  if (it->is_number_float()) {
-    const double v = it->get<double>();
-    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9.0e15) {
-      return std::optional<int64_t>(static_cast<int64_t>(v));
-    }
-  }
-  return invalid_argument(source + ": '" + field + "' must be an integer, found " + it->dump());
-}
-
-Status vl_config_range(int64_t value, int64_t lo, int64_t hi, const std::string& field,
-                       const std::string& source) {
-  if (value >= lo && value <= hi) return ok_status();
-  return invalid_argument(source + ": '" + field + "' is " + std::to_string(value) + ", outside [" +
-                          std::to_string(lo) + ", " + std::to_string(hi) + "]");
-}
-
 Status vl_config_bool(const json& obj, const char* field, const std::string& source, bool* out) {
   auto it = obj.find(field);
   if (it == obj.end() || it->is_null()) return ok_status();
@@ -95,8 +69,8 @@ Result<Qwen2VLImageConfig> parse_qwen2_vl_image_config(const json& value,
     if (!size->is_object()) {
       return invalid_argument(source + ": 'size' must be an object, found " + size->dump());
     }
-    QS_ASSIGN_OR_RETURN(auto shortest, vl_config_int(*size, "shortest_edge", source + ": size"));
-    QS_ASSIGN_OR_RETURN(auto longest, vl_config_int(*size, "longest_edge", source + ": size"));
+    QS_ASSIGN_OR_RETURN(auto shortest, json_integral(*size, "shortest_edge", source + ": size"));
+    QS_ASSIGN_OR_RETURN(auto longest, json_integral(*size, "longest_edge", source + ": size"));
     if (shortest) c.min_pixels = *shortest;
     if (longest) c.max_pixels = *longest;
   }
@@ -106,17 +80,17 @@ Result<Qwen2VLImageConfig> parse_qwen2_vl_image_config(const json& value,
                                                    {"temporal_patch_size", &c.temporal_patch_size},
                                                    {"merge_size", &c.merge_size}};
   for (const auto& [field, out] : ints) {
-    QS_ASSIGN_OR_RETURN(std::optional<int64_t> v, vl_config_int(value, field, source));
+    QS_ASSIGN_OR_RETURN(std::optional<int64_t> v, json_integral(value, field, source));
     if (v) *out = *v;
   }
-  QS_RETURN_IF_ERROR(vl_config_range(c.patch_size, 1, 1024, "patch_size", source));
-  QS_RETURN_IF_ERROR(vl_config_range(c.temporal_patch_size, 1, 64, "temporal_patch_size", source));
-  QS_RETURN_IF_ERROR(vl_config_range(c.merge_size, 1, 64, "merge_size", source));
+  QS_RETURN_IF_ERROR(json_check_range(c.patch_size, 1, 1024, "patch_size", source));
+  QS_RETURN_IF_ERROR(json_check_range(c.temporal_patch_size, 1, 64, "temporal_patch_size", source));
+  QS_RETURN_IF_ERROR(json_check_range(c.merge_size, 1, 64, "merge_size", source));
   QS_RETURN_IF_ERROR(
-      vl_config_range(c.max_pixels, 1, kMaxProcessorPixels, "max_pixels (longest_edge)", source));
+      json_check_range(c.max_pixels, 1, kMaxProcessorPixels, "max_pixels (longest_edge)", source));
   QS_RETURN_IF_ERROR(
-      vl_config_range(c.min_pixels, 1, c.max_pixels, "min_pixels (shortest_edge)", source));
-  QS_ASSIGN_OR_RETURN(std::optional<int64_t> resample, vl_config_int(value, "resample", source));
+      json_check_range(c.min_pixels, 1, c.max_pixels, "min_pixels (shortest_edge)", source));
+  QS_ASSIGN_OR_RETURN(std::optional<int64_t> resample, json_integral(value, "resample", source));
   if (resample && *resample != 3) {
     return unimplemented(source + ": 'resample' is " + std::to_string(*resample) +
                          "; only bicubic (3), the processor's, is implemented");
