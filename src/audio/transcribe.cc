@@ -17,13 +17,6 @@ namespace {
 constexpr double kTimePrecision = 0.02;  // seconds per timestamp token
 constexpr int64_t kInputStride = 2;      // input frames per encoder row (conv2's stride)
 
-std::string strip_ws(const std::string& s) {
-  const char* ws = " \t\n\r\f\v";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
-
 Result<std::vector<int32_t>> int_list(const nlohmann::json& j, const char* key,
                                       const std::string& source) {
   std::vector<int32_t> out;
@@ -52,7 +45,7 @@ std::string text_of(const tok::Tokenizer& t, const WhisperTokens& ids,
 std::string Transcript::text() const {
   std::string all;
   for (const TranscriptSegment& s : segments) all += s.text;
-  return strip_ws(all);
+  return strip_whitespace(all);
 }
 
 WindowSplit split_by_timestamps(const WhisperTokens& ids, const std::vector<int32_t>& tokens,
@@ -186,8 +179,8 @@ Result<std::unique_ptr<TranscriptionTask>> TranscriptionTask::start(
   }
   if (!ids.multilingual) t->out_.language = "en";
   QS_ASSIGN_OR_RETURN(t->sot_seq_, ids.sot_sequence(t->out_.language, options.task));
-  if (!strip_ws(options.initial_prompt).empty()) {
-    t->all_tokens_ = w.tokenizer().encode(" " + strip_ws(options.initial_prompt), false);
+  if (!strip_whitespace(options.initial_prompt).empty()) {
+    t->all_tokens_ = w.tokenizer().encode(" " + strip_whitespace(options.initial_prompt), false);
   }
   return t;
 }
@@ -254,7 +247,7 @@ void TranscriptionTask::close_window() {
   seek_ = split.next_seek > seek_ ? split.next_seek : seek_ + segment_size_;
   for (TranscriptSegment& s : split.segments) {
     s.text = text_of(w_.tokenizer(), w_.tokens(), s.tokens);
-    if (s.start == s.end || strip_ws(s.text).empty()) continue;
+    if (s.start == s.end || strip_whitespace(s.text).empty()) continue;
     all_tokens_.insert(all_tokens_.end(), s.tokens.begin(), s.tokens.end());
     s.id = static_cast<int64_t>(out_.segments.size()) + 1;
     s.seek = previous_seek;

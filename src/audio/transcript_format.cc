@@ -26,12 +26,6 @@ std::string language_name(const std::string& code) {
   return code;
 }
 
-std::string strip_line(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\n\r");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\n\r") - b + 1);
-}
-
 }  // namespace
 
 std::optional<TranscriptFormat> parse_transcript_format(const std::string& name) {
@@ -83,7 +77,7 @@ std::string format_transcript(const Transcript& t, TranscriptFormat format) {
       int64_t n = 0;
       for (const TranscriptSegment& s : t.segments) {
         out += std::to_string(++n) + "\n" + subtitle_time(s.start, ',') + " --> " +
-               subtitle_time(s.end, ',') + "\n" + strip_line(s.text) + "\n\n";
+               subtitle_time(s.end, ',') + "\n" + strip_whitespace(s.text) + "\n\n";
       }
       return out;
     }
@@ -91,7 +85,7 @@ std::string format_transcript(const Transcript& t, TranscriptFormat format) {
       std::string out = "WEBVTT\n\n";
       for (const TranscriptSegment& s : t.segments) {
         out += subtitle_time(s.start, '.') + " --> " + subtitle_time(s.end, '.') + "\n" +
-               strip_line(s.text) + "\n\n";
+               strip_whitespace(s.text) + "\n\n";
       }
       return out;
     }

@@ -96,6 +96,13 @@ Result<WhisperTokens> resolve_whisper_tokens(const tok::Tokenizer& t, int64_t vo
   return ids;
 }
 
+std::string strip_whitespace(const std::string& s) {
+  const char* ws = " \t\n\r\f\v";
+  const size_t b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
 double compression_ratio(const std::string& text) {
   if (text.empty()) return 0.0;
   uLongf size = compressBound(static_cast<uLong>(text.size()));

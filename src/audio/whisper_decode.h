@@ -60,6 +60,9 @@ struct WindowResult {
   std::string text;  // the tokens' text, stripped
 };
 
+// `s` without leading and trailing ASCII whitespace (Python's str.strip() on Whisper's text).
+std::string strip_whitespace(const std::string& s);
+
 // zlib's deflate at its default level: bytes / compressed bytes, Whisper's repetition test.
 double compression_ratio(const std::string& text);
 

@@ -21,13 +21,6 @@ void log_softmax_row(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] -= lse;
 }
 
-std::string strip_spaces(const std::string& s) {
-  const char* ws = " \t\n\r\f\v";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
-
 }  // namespace
 
 WindowDecoder::WindowDecoder(const tok::Tokenizer& tokenizer, const WhisperTokens& ids,
@@ -169,7 +162,7 @@ void WindowDecoder::end_pass() {
   for (int32_t id : r.tokens) {
     if (id < ids_.eot) text_ids.push_back(id);
   }
-  r.text = strip_spaces(tokenizer_.decode(text_ids, true));
+  r.text = strip_whitespace(tokenizer_.decode(text_ids, true));
   r.compression_ratio = compression_ratio(r.text);
   hyps_.clear();  // their caches are the bulk of a window's memory
   all_.push_back(r);
