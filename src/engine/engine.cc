@@ -360,19 +360,8 @@ std::vector<RequestOutput> Engine::step() {
     Request& r = *requests_.at(plan.chunks[i].seq->id);
     if (!r.items.empty() && !r.encoded) chunk_status[i] = encode_items(r);
   }
-  const bool mrope = !model_.config().mrope_section.empty();
-  models::ForwardBatch batch;
-  std::vector<int32_t> rows3;  // [n_tokens][3] for an M-RoPE model
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    add_chunk(plan.chunks[i], *requests_.at(plan.chunks[i].seq->id), &batch, &rows3);
-  }
+  models::ForwardBatch batch = make_batch(plan.chunks);
   const int64_t n_rows = static_cast<int64_t>(batch.token_ids.size());
-  if (mrope) {
-    batch.mrope_positions.resize(3 * n_rows);
-    for (int64_t t = 0; t < n_rows; ++t) {
-      for (int a = 0; a < 3; ++a) batch.mrope_positions[a * n_rows + t] = rows3[t * 3 + a];
-    }
-  }
   models::ForwardBatch::MoeCounts moe;
   batch.moe_counts = &moe;
   Status batch_status = model_.forward(batch, cache_.layers(), pool_, &logits_);
@@ -387,16 +376,7 @@ std::vector<RequestOutput> Engine::step() {
     std::vector<float> all(plan.chunks.size() * vocab), row;
     for (size_t i = 0; i < plan.chunks.size(); ++i) {
       if (!chunk_status[i].ok()) continue;
-      models::ForwardBatch one;
-      std::vector<int32_t> one3;
-      add_chunk(plan.chunks[i], *requests_.at(plan.chunks[i].seq->id), &one, &one3);
-      if (mrope) {
-        const int64_t n = static_cast<int64_t>(one.token_ids.size());
-        one.mrope_positions.resize(3 * n);
-        for (int64_t t = 0; t < n; ++t) {
-          for (int a = 0; a < 3; ++a) one.mrope_positions[a * n + t] = one3[t * 3 + a];
-        }
-      }
+      models::ForwardBatch one = make_batch({&plan.chunks[i], 1});
       chunk_status[i] = model_.forward(one, cache_.layers(), pool_, &row);
       if (chunk_status[i].ok()) std::copy(row.begin(), row.end(), all.begin() + i * vocab);
     }
@@ -475,6 +455,20 @@ Status Engine::encode_items(Request& r) {
     it.features.reset();
   }
   return ok_status();
+}
+
+models::ForwardBatch Engine::make_batch(std::span<const ScheduledChunk> chunks) const {
+  models::ForwardBatch batch;
+  std::vector<int32_t> rows3;  // [n_tokens][3] for an M-RoPE model
+  for (const ScheduledChunk& ch : chunks) add_chunk(ch, *requests_.at(ch.seq->id), &batch, &rows3);
+  if (!model_.config().mrope_section.empty()) {
+    const int64_t n = static_cast<int64_t>(batch.token_ids.size());
+    batch.mrope_positions.resize(3 * n);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int a = 0; a < 3; ++a) batch.mrope_positions[a * n + t] = rows3[t * 3 + a];
+    }
+  }
+  return batch;
 }
 
 void Engine::add_chunk(const ScheduledChunk& ch, const Request& r, models::ForwardBatch* batch,

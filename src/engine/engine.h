@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -168,8 +169,10 @@ class Engine {
   Status validate_items(const EngineRequest& r) const;
   // Runs the vision tower over a request's items the first time it is scheduled.
   Status encode_items(Request& r);
-  // The forward batch rows of one chunk at `query_start`: its tokens, the embeddings of the
-  // placeholders it covers and, for an M-RoPE model, its 3-D positions.
+  // The forward batch of `chunks`, in order, M-RoPE positions axis-major.
+  models::ForwardBatch make_batch(std::span<const ScheduledChunk> chunks) const;
+  // Appends one chunk's rows: its tokens, the embeddings of the placeholders it covers and,
+  // for an M-RoPE model, its 3-D positions ([row][axis] into `rows3`).
   void add_chunk(const ScheduledChunk& ch, const Request& r, models::ForwardBatch* batch,
                  std::vector<int32_t>* positions3) const;
   // Ends a request: output fields, stats, blocks freed; the caller erases it.
