@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/mmap_file.h"
+#include "../common/reference_tensors.h"
 #include "diffusion/flux_transformer.h"
 #include "io/checkpoint.h"
 
@@ -23,30 +23,9 @@ inline const std::filesystem::path kFluxFixtures =
     std::filesystem::path(QS_SOURCE_DIR) / "tests/golden/fixtures/flux";
 inline const std::string kFluxPipeline = (kFluxFixtures / "tiny_pipeline").string();
 
-class FluxReference {
+class FluxReference : public ReferenceTensors {
  public:
-  FluxReference() {
-    auto file = MappedFile::open((kFluxFixtures / "reference.safetensors").string());
-    QS_CHECK_MSG(file.ok(), file.status().to_string().c_str());
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    Status s = io::read_safetensors(*file, &tensors, nullptr);
-    QS_CHECK_MSG(s.ok(), s.to_string().c_str());
-    for (auto& [name, t] : tensors) tensors_[name] = t;
-  }
-  const Tensor& tensor(const std::string& name) const {
-    auto it = tensors_.find(name);
-    QS_CHECK_MSG(it != tensors_.end(), name.c_str());
-    return it->second;
-  }
-  std::vector<float> f32(const std::string& name) const { return tensor(name).to_f32(); }
-  std::vector<int32_t> i32(const std::string& name) const {
-    const Tensor& t = tensor(name);
-    return std::vector<int32_t>(t.ptr<int32_t>(), t.ptr<int32_t>() + t.numel());
-  }
-  bool has(const std::string& name) const { return tensors_.count(name) > 0; }
-
- private:
-  std::map<std::string, Tensor> tensors_;
+  FluxReference() : ReferenceTensors(kFluxFixtures / "reference.safetensors") {}
 };
 
 // The inputs of the reference's one transformer forward (xf_*: 64 image and 8 text tokens,

@@ -7,15 +7,13 @@
 
 #include <cmath>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "../common/engine_runner.h"
+#include "../common/reference_tensors.h"
 #include "audio/qwen2_5_omni_audio.h"
-#include "core/mmap_file.h"
-#include "io/checkpoint.h"
 #include "models/model.h"
 #include "models/mrope.h"
 
@@ -29,27 +27,11 @@ const std::string kModel = (kDir / "qwen2_5_omni_thinker").string();
 class OmniAudio : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto file = MappedFile::open((kDir / "reference.safetensors").string());
-    ASSERT_TRUE(file.ok());
-    file_ = *file;
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    ASSERT_TRUE(io::read_safetensors(file_, &tensors, nullptr).ok());
-    for (auto& [name, t] : tensors) ref_[name] = t;
     auto t = audio::Qwen25OmniAudioTower::load(kModel);
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     tower_ = std::make_unique<audio::Qwen25OmniAudioTower>(std::move(*t));
   }
-  std::vector<int32_t> i32(const std::string& n) {
-    const Tensor& t = ref_.at(n);
-    return {t.ptr<int32_t>(), t.ptr<int32_t>() + t.numel()};
-  }
-  static int64_t off(const std::vector<float>& got, const std::vector<float>& want) {
-    int64_t bad = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      bad += std::fabs(got[i] - want[i]) > 1e-4f * std::max(1.0f, std::fabs(want[i]));
-    }
-    return bad;
-  }
+  std::vector<int32_t> i32(const std::string& n) { return ref_.i32(n); }
   models::MultimodalItem clip(int i, int64_t offset) {
     const Tensor& f = ref_.at("clip" + std::to_string(i) + "_features");
     models::MultimodalItem it;
@@ -61,8 +43,7 @@ class OmniAudio : public ::testing::Test {
     return it;
   }
 
-  std::shared_ptr<MappedFile> file_;
-  std::map<std::string, Tensor> ref_;
+  testing::ReferenceTensors ref_{kDir / "reference.safetensors"};
   std::unique_ptr<audio::Qwen25OmniAudioTower> tower_;
   ThreadPool pool_{2};
 };
@@ -74,7 +55,7 @@ TEST_F(OmniAudio, TowerMatchesTransformers) {
     ASSERT_TRUE(tower_->encode(f.to_f32().data(), f.dim(1), &out, pool_).ok());
     const std::vector<float> want = ref_.at("clip" + std::to_string(i) + "_embeds").to_f32();
     ASSERT_EQ(out.size(), want.size()) << i;
-    EXPECT_EQ(off(out, want), 0) << i;
+    EXPECT_EQ(testing::count_off(out.data(), want.data(), want.size()), 0) << i;
     EXPECT_EQ(tower_->tokens(f.dim(1)), static_cast<int64_t>(want.size()) / 64);
   }
   std::vector<float> out;

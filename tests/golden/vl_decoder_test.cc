@@ -8,14 +8,12 @@
 
 #include <cmath>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "core/mmap_file.h"
+#include "../common/reference_tensors.h"
 #include "core/thread_pool.h"
 #include "engine/kv_cache.h"
-#include "io/checkpoint.h"
 #include "models/model.h"
 #include "models/mrope.h"
 
@@ -28,21 +26,12 @@ const fs::path kDir = fs::path(QS_SOURCE_DIR) / "tests/golden/fixtures/vl";
 class VlDecoder : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto file = MappedFile::open((kDir / "reference.safetensors").string());
-    ASSERT_TRUE(file.ok());
-    file_ = *file;
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    ASSERT_TRUE(io::read_safetensors(file_, &tensors, nullptr).ok());
-    for (auto& [name, t] : tensors) ref_[name] = t;
     auto m = models::Model::load((kDir / "qwen2_5_vl").string());
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     model_ = std::move(*m);
   }
-  std::vector<float> f32(const std::string& n) { return ref_.at(n).to_f32(); }
-  std::vector<int32_t> i32(const std::string& n) {
-    const Tensor& t = ref_.at(n);
-    return {t.ptr<int32_t>(), t.ptr<int32_t>() + t.numel()};
-  }
+  std::vector<float> f32(const std::string& n) { return ref_.f32(n); }
+  std::vector<int32_t> i32(const std::string& n) { return ref_.i32(n); }
   std::vector<models::VisionGrid> grids(const std::string& c) {
     std::vector<models::VisionGrid> g;
     const int n = c == "text" ? 0 : c == "image" ? 1 : 2;
@@ -52,17 +41,8 @@ class VlDecoder : public ::testing::Test {
     }
     return g;
   }
-  // Rows off by more than 1e-4 * max(1, |want|), as hf_logits_test.cc counts them.
-  static int64_t off(const float* got, const float* want, size_t n) {
-    int64_t bad = 0;
-    for (size_t i = 0; i < n; ++i) {
-      bad += std::fabs(got[i] - want[i]) > 1e-4f * std::max(1.0f, std::fabs(want[i]));
-    }
-    return bad;
-  }
 
-  std::shared_ptr<MappedFile> file_;
-  std::map<std::string, Tensor> ref_;
+  testing::ReferenceTensors ref_{kDir / "reference.safetensors"};
   std::unique_ptr<models::Model> model_;
   ThreadPool pool_{2};
 };
@@ -128,7 +108,7 @@ TEST_F(VlDecoder, PromptLogitsAndGreedyStepsMatchTransformers) {
     ASSERT_TRUE(model_->forward(batch, cache.layers(), pool_, &logits).ok());
     const std::vector<float> want = f32(name + "_logits");
     ASSERT_EQ(logits.size(), want.size());
-    EXPECT_EQ(off(logits.data(), want.data(), want.size()), 0) << name;
+    EXPECT_EQ(testing::count_off(logits.data(), want.data(), want.size()), 0) << name;
 
     const std::vector<int32_t> greedy = i32(name + "_greedy");
     const std::vector<float> greedy_logits = f32(name + "_greedy_logits");
@@ -137,7 +117,8 @@ TEST_F(VlDecoder, PromptLogitsAndGreedyStepsMatchTransformers) {
       const int32_t next =
           static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
       EXPECT_EQ(next, greedy[s]) << name << " step " << s;
-      EXPECT_EQ(off(row.data(), greedy_logits.data() + s * c.vocab_size, c.vocab_size), 0)
+      EXPECT_EQ(
+          testing::count_off(row.data(), greedy_logits.data() + s * c.vocab_size, c.vocab_size), 0)
           << name << " step " << s;
       models::ForwardBatch step;
       step.token_ids = {greedy[s]};

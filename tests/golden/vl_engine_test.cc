@@ -7,14 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "../common/engine_runner.h"
-#include "core/mmap_file.h"
-#include "io/checkpoint.h"
+#include "../common/reference_tensors.h"
 #include "models/model.h"
 #include "vision/qwen2_5_vl_vision.h"
 
@@ -27,12 +25,6 @@ const fs::path kDir = fs::path(QS_SOURCE_DIR) / "tests/golden/fixtures/vl";
 class VlEngine : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto file = MappedFile::open((kDir / "reference.safetensors").string());
-    ASSERT_TRUE(file.ok());
-    file_ = *file;
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    ASSERT_TRUE(io::read_safetensors(file_, &tensors, nullptr).ok());
-    for (auto& [name, t] : tensors) ref_[name] = t;
     auto m = models::Model::load((kDir / "qwen2_5_vl").string());
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     model_ = std::move(*m);
@@ -40,10 +32,7 @@ class VlEngine : public ::testing::Test {
     ASSERT_TRUE(t.ok());
     tower_ = std::make_unique<vision::Qwen25VisionTower>(std::move(*t));
   }
-  std::vector<int32_t> i32(const std::string& n) {
-    const Tensor& t = ref_.at(n);
-    return {t.ptr<int32_t>(), t.ptr<int32_t>() + t.numel()};
-  }
+  std::vector<int32_t> i32(const std::string& n) { return ref_.i32(n); }
   models::MultimodalItem image(int i, int64_t offset, uint64_t hash) {
     models::MultimodalItem it;
     const std::vector<int32_t> g = i32("image" + std::to_string(i) + "_grid_thw");
@@ -75,8 +64,7 @@ class VlEngine : public ::testing::Test {
     return testing::make_engine(*model_, nullptr, {}, pool_, 512, cfg);
   }
 
-  std::shared_ptr<MappedFile> file_;
-  std::map<std::string, Tensor> ref_;
+  testing::ReferenceTensors ref_{kDir / "reference.safetensors"};
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<vision::Qwen25VisionTower> tower_;
   ThreadPool pool_{2};

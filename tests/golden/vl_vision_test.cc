@@ -8,13 +8,11 @@
 
 #include <cmath>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "core/mmap_file.h"
+#include "../common/reference_tensors.h"
 #include "core/thread_pool.h"
-#include "io/checkpoint.h"
 #include "vision/qwen2_5_vl_vision.h"
 
 namespace qs {
@@ -26,12 +24,6 @@ const fs::path kDir = fs::path(QS_SOURCE_DIR) / "tests/golden/fixtures/vl";
 class VlVision : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto file = MappedFile::open((kDir / "reference.safetensors").string());
-    ASSERT_TRUE(file.ok());
-    file_ = *file;
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    ASSERT_TRUE(io::read_safetensors(file_, &tensors, nullptr).ok());
-    for (auto& [name, t] : tensors) ref_[name] = t;
     auto t = vision::Qwen25VisionTower::load((kDir / "qwen2_5_vl").string());
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     tower_ = std::make_unique<vision::Qwen25VisionTower>(std::move(*t));
@@ -48,16 +40,8 @@ class VlVision : public ::testing::Test {
     }
     return all;
   }
-  static int64_t off(const std::vector<float>& got, const std::vector<float>& want) {
-    int64_t bad = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      bad += std::fabs(got[i] - want[i]) > 1e-4f * std::max(1.0f, std::fabs(want[i]));
-    }
-    return bad;
-  }
 
-  std::shared_ptr<MappedFile> file_;
-  std::map<std::string, Tensor> ref_;
+  testing::ReferenceTensors ref_{kDir / "reference.safetensors"};
   std::unique_ptr<vision::Qwen25VisionTower> tower_;
   ThreadPool pool_{2};
 };
@@ -68,7 +52,7 @@ TEST_F(VlVision, OneImageMatchesTransformers) {
   ASSERT_TRUE(tower_->forward(pixels({0}).data(), g, &out, pool_).ok());
   const std::vector<float> want = ref_.at("image_image_embeds").to_f32();
   ASSERT_EQ(out.size(), want.size());
-  EXPECT_EQ(off(out, want), 0);
+  EXPECT_EQ(testing::count_off(out.data(), want.data(), want.size()), 0);
 }
 
 TEST_F(VlVision, TwoImagesOfDifferentSizesMatchTransformers) {
@@ -77,7 +61,7 @@ TEST_F(VlVision, TwoImagesOfDifferentSizesMatchTransformers) {
   ASSERT_TRUE(tower_->forward(pixels({0, 1}).data(), g, &out, pool_).ok());
   const std::vector<float> want = ref_.at("two_images_image_embeds").to_f32();
   ASSERT_EQ(out.size(), want.size());
-  EXPECT_EQ(off(out, want), 0);
+  EXPECT_EQ(testing::count_off(out.data(), want.data(), want.size()), 0);
 }
 
 TEST_F(VlVision, RefusesGridsThatAreNotWholeMergedPatches) {

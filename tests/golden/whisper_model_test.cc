@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/reference_tensors.h"
 #include "audio/whisper_model.h"
-#include "core/mmap_file.h"
 #include "io/checkpoint.h"
 
 namespace qs {
@@ -24,21 +24,12 @@ const fs::path kDir = fs::path(QS_SOURCE_DIR) / "tests/golden/fixtures/whisper";
 class WhisperGolden : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto file = MappedFile::open((kDir / "reference.safetensors").string());
-    ASSERT_TRUE(file.ok()) << file.status().to_string();
-    file_ = *file;
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    ASSERT_TRUE(io::read_safetensors(file_, &tensors, nullptr).ok());
-    for (auto& [name, t] : tensors) ref_[name] = t;
     auto m = audio::WhisperModel::load((kDir / "tiny_random").string());
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     model_ = std::make_unique<audio::WhisperModel>(std::move(*m));
   }
-  std::vector<float> f32(const std::string& n) { return ref_.at(n).to_f32(); }
-  std::vector<int32_t> i32(const std::string& n) {
-    const Tensor& t = ref_.at(n);
-    return {t.ptr<int32_t>(), t.ptr<int32_t>() + t.numel()};
-  }
+  std::vector<float> f32(const std::string& n) { return ref_.f32(n); }
+  std::vector<int32_t> i32(const std::string& n) { return ref_.i32(n); }
   // Largest |a - b| relative to the largest |b|: the logits here reach tens, so a plain
   // absolute bound would be loose for small values and tight for large ones.
   static float rel_err(const float* a, const float* b, size_t n) {
@@ -50,8 +41,7 @@ class WhisperGolden : public ::testing::Test {
     return err / mag;
   }
 
-  std::shared_ptr<MappedFile> file_;
-  std::map<std::string, Tensor> ref_;
+  testing::ReferenceTensors ref_{kDir / "reference.safetensors"};
   std::unique_ptr<audio::WhisperModel> model_;
   ThreadPool pool_{2};
 };

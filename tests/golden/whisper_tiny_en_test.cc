@@ -9,15 +9,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
+#include "../common/reference_tensors.h"
 #include "audio/log_mel.h"
 #include "audio/sound_file.h"
 #include "audio/transcribe.h"
-#include "core/mmap_file.h"
-#include "io/checkpoint.h"
 
 namespace qs {
 namespace {
@@ -31,16 +29,6 @@ std::string model_dir() {
   return home ? (fs::path(home) / ".cache/quantserve/whisper-tiny.en/hf").string() : "";
 }
 
-// The text families' tolerance (hf_logits_test.cc): relative for ordinary values, absolute
-// near zero.
-int64_t count_off(const std::vector<float>& got, const float* want, size_t n) {
-  int64_t off = 0;
-  for (size_t j = 0; j < n; ++j) {
-    off += std::fabs(got[j] - want[j]) > 1e-4f * std::max(1.0f, std::fabs(want[j]));
-  }
-  return off;
-}
-
 class WhisperTinyEn : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -52,13 +40,6 @@ class WhisperTinyEn : public ::testing::Test {
     auto w = audio::WhisperTranscriber::load(dir);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     whisper_ = std::make_unique<audio::WhisperTranscriber>(std::move(*w));
-    auto file = MappedFile::open(
-        (kSource / "tests/golden/fixtures/whisper/tiny_en_reference.safetensors").string());
-    ASSERT_TRUE(file.ok());
-    file_ = *file;
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    ASSERT_TRUE(io::read_safetensors(file_, &tensors, nullptr).ok());
-    for (auto& [name, t] : tensors) ref_[name] = t;
     auto sound =
         audio::read_sound_file((kSource / "tests/golden/fixtures/audio/hello_16k.wav").string());
     ASSERT_TRUE(sound.ok());
@@ -68,8 +49,8 @@ class WhisperTinyEn : public ::testing::Test {
   }
 
   std::unique_ptr<audio::WhisperTranscriber> whisper_;
-  std::shared_ptr<MappedFile> file_;
-  std::map<std::string, Tensor> ref_;
+  testing::ReferenceTensors ref_{kSource /
+                                 "tests/golden/fixtures/whisper/tiny_en_reference.safetensors"};
   std::vector<float> enc_;
   ThreadPool pool_{2};
 };
@@ -77,7 +58,7 @@ class WhisperTinyEn : public ::testing::Test {
 TEST_F(WhisperTinyEn, EncoderMatchesTransformers) {
   const Tensor& want = ref_.at("encoder_rows");  // [100, 384]
   const std::vector<float> got(enc_.begin(), enc_.begin() + want.numel());
-  EXPECT_EQ(count_off(got, want.ptr<float>(), got.size()), 0);
+  EXPECT_EQ(testing::count_off(got.data(), want.ptr<float>(), got.size()), 0);
 }
 
 TEST_F(WhisperTinyEn, FirstStepLogitsMatchTransformers) {
@@ -90,7 +71,7 @@ TEST_F(WhisperTinyEn, FirstStepLogitsMatchTransformers) {
   ASSERT_TRUE(whisper_->model().decode(states, sot, false, &logits, pool_).ok());
   const Tensor& want = ref_.at("sot_logits");
   ASSERT_EQ(static_cast<int64_t>(logits.size()), want.numel());
-  EXPECT_EQ(count_off(logits, want.ptr<float>(), logits.size()), 0);
+  EXPECT_EQ(testing::count_off(logits.data(), want.ptr<float>(), logits.size()), 0);
 }
 
 // transformers' generate() with timestamps and our window decoder (CTranslate2's rules) pick
