@@ -7,8 +7,6 @@
 
 #include "ops/activation.h"
 #include "ops/conv.h"
-#include "ops/dense_attention.h"
-#include "ops/elementwise.h"
 
 namespace qs::audio {
 
@@ -104,7 +102,7 @@ Status Qwen25OmniAudioTower::encode(const float* features, int64_t frames, std::
                                     ThreadPool& pool) const {
   const OmniAudioConfig& f = config_;
   const int64_t d = f.d_model, mels = f.num_mel_bins, chunk = 2 * f.n_window;
-  const int64_t heads = f.encoder_attention_heads, hd = d / heads, ff = f.encoder_ffn_dim;
+  const int64_t heads = f.encoder_attention_heads;
   if (frames < 3 || frames > (int64_t{1} << 24)) {
     return invalid_argument("audio tower: " + std::to_string(frames) + " frames (3 or more)");
   }
@@ -141,30 +139,8 @@ Status Qwen25OmniAudioTower::encode(const float* features, int64_t frames, std::
     bounds.push_back(bounds.back() + rows);
   }
   const int64_t n = bounds.back();
-  std::vector<float> nx(x.size()), q(x.size()), k(x.size()), v(x.size()), a(x.size()), y(x.size()),
-      mid(static_cast<size_t>(n * ff));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (const WhisperLayer& l : layers_) {
-    ops::layer_norm(x.data(), n, d, l.ln_attn_w.data(), l.ln_attn_b.data(), kLayerNormEps,
-                    nx.data());
-    const ops::LinearOut qkv[] = {{&l.attn.q, l.attn.bq.data(), q.data()},
-                                  {&l.attn.k, nullptr, k.data()},
-                                  {&l.attn.v, l.attn.bv.data(), v.data()}};
-    QS_RETURN_IF_ERROR(ops::linear_many(nx.data(), n, qkv, pool));
-    for (size_t i = 0; i + 1 < bounds.size(); ++i) {  // attention inside each chunk
-      const int64_t s = bounds[i], len = bounds[i + 1] - s;
-      const ops::DenseAttentionShape shape{len, len, heads, hd, d, d, d, d, scale};
-      QS_RETURN_IF_ERROR(ops::dense_attention(q.data() + s * d, k.data() + s * d, v.data() + s * d,
-                                              shape, a.data() + s * d, pool));
-    }
-    QS_RETURN_IF_ERROR(ops::linear(a.data(), n, l.attn.o, l.attn.bo.data(), y.data(), pool));
-    ops::add_inplace(x.data(), y.data(), n * d);
-    ops::layer_norm(x.data(), n, d, l.ln_ffn_w.data(), l.ln_ffn_b.data(), kLayerNormEps, nx.data());
-    QS_RETURN_IF_ERROR(ops::linear(nx.data(), n, l.fc1, l.b1.data(), mid.data(), pool));
-    ops::gelu_erf(mid.data(), n * ff);
-    QS_RETURN_IF_ERROR(ops::linear(mid.data(), n, l.fc2, l.b2.data(), y.data(), pool));
-    ops::add_inplace(x.data(), y.data(), n * d);
-  }
+  QS_RETURN_IF_ERROR(
+      run_encoder_layers(layers_, heads, kLayerNormEps, bounds, x.data(), n, {}, pool));
   // Pairs of rows averaged over the clip's rows (a trailing odd row dropped), normed, projected.
   const int64_t pooled = tokens(frames);
   std::vector<float> p(static_cast<size_t>(pooled * d));

@@ -113,6 +113,37 @@ Status feed_forward(const WhisperLayer& l, int64_t n, int64_t d, int64_t ff, flo
 
 }  // namespace
 
+Status run_encoder_layers(std::span<const WhisperLayer> layers, int64_t heads, float eps,
+                          std::span<const int64_t> bounds, float* x, int64_t n,
+                          const LinearObserver& observer, ThreadPool& pool) {
+  if (layers.empty()) return ok_status();
+  const int64_t d = layers[0].attn.q.cols(), ff = layers[0].fc1.rows(), hd = d / heads;
+  std::vector<float> nx(static_cast<size_t>(n * d)), q(nx.size()), k(nx.size()), v(nx.size()),
+      a(nx.size()), y(nx.size()), mid(static_cast<size_t>(n * ff));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (const WhisperLayer& l : layers) {
+    ops::layer_norm(x, n, d, l.ln_attn_w.data(), l.ln_attn_b.data(), eps, nx.data());
+    observe(observer, l, {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, nx.data(), n,
+            d);
+    const ops::LinearOut qkv[] = {{&l.attn.q, l.attn.bq.data(), q.data()},
+                                  {&l.attn.k, nullptr, k.data()},
+                                  {&l.attn.v, l.attn.bv.data(), v.data()}};
+    QS_RETURN_IF_ERROR(ops::linear_many(nx.data(), n, qkv, pool));
+    for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+      const int64_t s = bounds[i], len = bounds[i + 1] - s;
+      const ops::DenseAttentionShape shape{len, len, heads, hd, d, d, d, d, scale};
+      QS_RETURN_IF_ERROR(ops::dense_attention(q.data() + s * d, k.data() + s * d, v.data() + s * d,
+                                              shape, a.data() + s * d, pool));
+    }
+    observe(observer, l, {"self_attn.out_proj"}, a.data(), n, d);
+    QS_RETURN_IF_ERROR(ops::linear(a.data(), n, l.attn.o, l.attn.bo.data(), y.data(), pool));
+    ops::add_inplace(x, y.data(), n * d);
+    QS_RETURN_IF_ERROR(
+        feed_forward(l, n, d, ff, eps, x, nx.data(), mid.data(), y.data(), observer, pool));
+  }
+  return ok_status();
+}
+
 Result<WhisperModel> WhisperModel::load(const std::string& dir) {
   WhisperModel m;
   QS_ASSIGN_OR_RETURN(m.weights_, models::Component::open(dir));
@@ -153,7 +184,7 @@ Status WhisperModel::encode(const float* features, std::vector<float>* out,
                             ThreadPool& pool) const {
   const WhisperConfig& f = config_;
   const int64_t d = f.d_model, frames = f.input_frames(), n = f.max_source_positions;
-  const int64_t ff = f.encoder_ffn_dim, heads = f.encoder_attention_heads, hd = d / heads;
+  const int64_t heads = f.encoder_attention_heads;
   // The two conv1d run as 1-row conv2d: [1, c, 1, frames].
   ops::Conv2dShape s1{1, f.num_mel_bins, 1, frames, d, 1, 3, 1, 0, 0, 1, 1};
   std::vector<float> c1(static_cast<size_t>(d * frames));
@@ -168,24 +199,9 @@ Status WhisperModel::encode(const float* features, std::vector<float>* out,
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t j = 0; j < d; ++j) x[t * d + j] = c2[j * n + t] + enc_pos_[t * d + j];
   }
-  std::vector<float> nx(x.size()), q(x.size()), k(x.size()), v(x.size()), a(x.size()), y(x.size()),
-      mid(static_cast<size_t>(n * ff));
-  const ops::DenseAttentionShape as{n, n, heads, hd, d, d, d, d, 1.0f / std::sqrt(float(hd))};
-  for (const WhisperLayer& l : enc_layers_) {
-    ops::layer_norm(x.data(), n, d, l.ln_attn_w.data(), l.ln_attn_b.data(), f.layer_norm_eps,
-                    nx.data());
-    observe(observer_, l, {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"}, nx.data(),
-            n, d);
-    QS_RETURN_IF_ERROR(ops::linear(nx.data(), n, l.attn.q, l.attn.bq.data(), q.data(), pool));
-    QS_RETURN_IF_ERROR(ops::linear(nx.data(), n, l.attn.k, nullptr, k.data(), pool));
-    QS_RETURN_IF_ERROR(ops::linear(nx.data(), n, l.attn.v, l.attn.bv.data(), v.data(), pool));
-    QS_RETURN_IF_ERROR(ops::dense_attention(q.data(), k.data(), v.data(), as, a.data(), pool));
-    observe(observer_, l, {"self_attn.out_proj"}, a.data(), n, d);
-    QS_RETURN_IF_ERROR(ops::linear(a.data(), n, l.attn.o, l.attn.bo.data(), y.data(), pool));
-    ops::add_inplace(x.data(), y.data(), n * d);
-    QS_RETURN_IF_ERROR(feed_forward(l, n, d, ff, f.layer_norm_eps, x.data(), nx.data(), mid.data(),
-                                    y.data(), observer_, pool));
-  }
+  const int64_t whole[] = {0, n};
+  QS_RETURN_IF_ERROR(run_encoder_layers(enc_layers_, heads, f.layer_norm_eps, whole, x.data(), n,
+                                        observer_, pool));
   ops::layer_norm(x.data(), n, d, enc_ln_w_.data(), enc_ln_b_.data(), f.layer_norm_eps, x.data());
   *out = std::move(x);
   return ok_status();

@@ -75,6 +75,13 @@ struct WhisperDecoderState {
 using LinearObserver =
     std::function<void(const std::string& module, const float* x, int64_t m, int64_t k)>;
 
+// Whisper's encoder layers over x [n, d_model] in place, attention confined to each segment
+// [bounds[i], bounds[i + 1]): one segment for a Whisper window, the chunks of Qwen2.5-Omni's
+// audio tower. `observer` may be empty.
+Status run_encoder_layers(std::span<const WhisperLayer> layers, int64_t heads, float eps,
+                          std::span<const int64_t> bounds, float* x, int64_t n,
+                          const LinearObserver& observer, ThreadPool& pool);
+
 class WhisperModel {
  public:
   static Result<WhisperModel> load(const std::string& dir);
