@@ -449,9 +449,16 @@ def openai_seeds():
 
 
 def chat_content_seeds():
-    """Chat messages with content parts: text, a real image as a data URL, and the refusals."""
+    """Chat messages with content parts: text, a real image as a data URL, a clip as input_audio
+    and audio_url, and the refusals."""
     import base64
     image = base64.b64encode(read(os.path.join(FIX, "vl", "chat_image_a.png"))).decode()
+    # 0.1 s of a 16 kHz 16-bit mono ramp as a WAV.
+    pcm = b"".join(struct.pack("<h", (i * 37) % 2000 - 1000) for i in range(1600))
+    wav = (b"RIFF" + struct.pack("<I", 36 + len(pcm)) + b"WAVEfmt " +
+           struct.pack("<IHHIIHH", 16, 1, 1, 16000, 32000, 2, 16) + b"data" +
+           struct.pack("<I", len(pcm)) + pcm)
+    clip = base64.b64encode(wav).decode()
 
     def user(*parts):
         return [{"role": "user", "content": list(parts)}]
@@ -468,6 +475,15 @@ def chat_content_seeds():
                              image_url("data:image/png,raw"), image_url("data:;base64,@@")),
         "other_parts": user({"type": "video_url", "video_url": {"url": "data:,"}},
                             {"type": "unknown"}, {"type": "image_url", "image_url": {}}),
+        "image_and_audio": user(image_url("data:image/png;base64," + image),
+                                {"type": "input_audio",
+                                 "input_audio": {"data": clip, "format": "wav"}},
+                                {"type": "audio_url",
+                                 "audio_url": {"url": "data:audio/wav;base64," + clip}},
+                                {"type": "text", "text": "?"}),
+        "bad_audio": user({"type": "input_audio", "input_audio": {"data": "@@", "format": "wav"}},
+                          {"type": "input_audio", "input_audio": {"data": clip, "format": "../x"}},
+                          {"type": "audio_url", "audio_url": {"url": "https://x/a.wav"}}),
     }
     for name, messages in cases.items():
         seed("chat_content", name, json.dumps(messages).encode())

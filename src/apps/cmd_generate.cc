@@ -1,11 +1,12 @@
 // apps: `quantserve generate --model DIR --prompt TEXT [sampling flags]`: one completion,
 // streamed to stdout as it is generated (stdout holds the completion and nothing else);
 // load time and speeds go to stderr. Sampling defaults come from the checkpoint's
-// generation_config.json where the flags are absent, as vLLM does. `--image FILE` (repeatable)
-// gives a vision-language model (Qwen2.5-VL) images: a user message of image parts and the
-// prompt through the model's chat template when it has one, else each image's
-// <|vision_start|><|image_pad|><|vision_end|> before the prompt; the placeholders are then
-// expanded to the images' grids, as the server's chat endpoint does.
+// generation_config.json where the flags are absent, as vLLM does. `--image FILE` and
+// `--audio FILE` (repeatable) give a multimodal model (Qwen2.5-VL, Qwen2.5-Omni) images and
+// sound clips: a user message of image parts, then audio parts, then the prompt, through the
+// model's chat template when it has one, else each item's marked placeholder
+// (<|vision_start|><|image_pad|><|vision_end|>, ...) on a line before the prompt; the
+// placeholders are then widened to the items' tokens, as the server's chat endpoint does.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,15 +14,16 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "apps/media_inputs.h"
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
-#include "apps/vision_inputs.h"
 #include "core/mmap_file.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
 #include "io/generation_config.h"
 #include "models/model.h"
 #include "server/chat_content.h"
+#include "server/chat_media.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,44 +51,55 @@ Result<std::string> prompt_from_flags(const Flags& flags) {
   return text;
 }
 
-// The images of --image, decoded and processed with the checkpoint's preprocessor config.
-Result<std::vector<vision::PromptImage>> read_images(const std::vector<std::string>& paths,
-                                                     const vision::ImagePromptConfig& config) {
-  std::vector<vision::PromptImage> images;
-  for (const std::string& path : paths) {
+// The files of --image and --audio, decoded and processed with the checkpoint's
+// preprocessor config, images first.
+Result<std::vector<models::PlaceholderItem>> read_media(const std::vector<std::string>& images,
+                                                        const std::vector<std::string>& clips,
+                                                        const MediaInputs& media) {
+  std::vector<models::PlaceholderItem> items;
+  for (const std::string& path : images) {
     QS_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
     QS_ASSIGN_OR_RETURN(vision::PromptImage image,
-                        vision::prepare_prompt_image(bytes, path, config.processor));
-    images.push_back(std::move(image));
+                        vision::prepare_prompt_image(bytes, path, media.images->processor));
+    items.push_back(vision::image_placeholder(image, *media.images));
   }
-  return images;
+  for (const std::string& path : clips) {
+    QS_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+    QS_ASSIGN_OR_RETURN(audio::PromptAudio clip,
+                        audio::prepare_prompt_audio(bytes, path, *media.clips));
+    items.push_back(audio::audio_placeholder(clip, *media.clips));
+  }
+  return items;
 }
 
-// The prompt's ids with one placeholder per image (expanded later): through the chat template
-// (`chat`: null when the model has none) as the server renders a user message of image parts
-// and text, else raw with the placeholders first.
-Result<std::vector<int32_t>> image_prompt_ids(const std::string& prompt, size_t n_images,
-                                              const vision::ImagePromptConfig& config,
+// The prompt's ids with one placeholder per item (widened later): through the chat template
+// (`chat`: null when the model has none) as the server renders a user message of image parts,
+// audio parts and text, else raw with the placeholders first.
+Result<std::vector<int32_t>> media_prompt_ids(const std::string& prompt, size_t n_images,
+                                              size_t n_clips, const MediaInputs& media,
                                               const tok::Tokenizer& tokenizer,
                                               const tok::ChatTemplate* chat) {
-  const std::string placeholder = tokenizer.decode(
-      {config.vision_start_token_id, config.image_token_id, config.vision_end_token_id},
-      /*skip_special=*/false);
+  const server::MediaPlaceholders placeholders =
+      server::media_placeholders(tokenizer, media.images.get(), media.clips.get());
   if (chat == nullptr) {
     std::string text;
-    for (size_t i = 0; i < n_images; ++i) text += placeholder;
+    for (size_t i = 0; i < n_images; ++i) text += placeholders.image;
+    for (size_t i = 0; i < n_clips; ++i) text += placeholders.audio;
     return tokenizer.encode(text + prompt, /*add_special_tokens=*/true);
   }
   nlohmann::ordered_json parts = nlohmann::ordered_json::array();
   for (size_t i = 0; i < n_images; ++i) {
     parts.push_back({{"type", "image_url"}, {"image_url", {{"url", "file://"}}}});
   }
+  for (size_t i = 0; i < n_clips; ++i) {
+    parts.push_back({{"type", "audio_url"}, {"audio_url", {{"url", "file://"}}}});
+  }
   parts.push_back({{"type", "text"}, {"text", prompt}});
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   messages.push_back({{"role", "user"}, {"content", parts}});
   server::ChatMessages parsed;
   const bool openai_format = server::template_iterates_content(chat->source());
-  if (auto e = server::parse_chat_messages(messages, openai_format, placeholder, &parsed)) {
+  if (auto e = server::parse_chat_messages(messages, openai_format, placeholders, &parsed)) {
     return invalid_argument(e->message);
   }
   QS_ASSIGN_OR_RETURN(std::string text,
@@ -111,25 +124,31 @@ Status run(const Flags& flags) {
   request.params.ignore_eos = flags.get_bool("ignore-eos");
   QS_ASSIGN_OR_RETURN(const std::string prompt, prompt_from_flags(flags));
   const std::vector<std::string> image_paths = flags.get_all("image");
-  VisionInputs vision;
-  if (!image_paths.empty()) {
-    QS_ASSIGN_OR_RETURN(vision, load_vision_inputs(dir, model->config()));
-    if (vision.tower == nullptr) {
+  const std::vector<std::string> audio_paths = flags.get_all("audio");
+  MediaInputs media;
+  if (!image_paths.empty() || !audio_paths.empty()) {
+    QS_ASSIGN_OR_RETURN(media, load_media_inputs(dir, model->config()));
+    if (!image_paths.empty() && media.vision == nullptr) {
       return invalid_argument(dir +
                               " has no vision tower: --image needs a vision-language "
-                              "model (Qwen2_5_VLForConditionalGeneration)");
+                              "model (Qwen2.5-VL, Qwen2.5-Omni)");
     }
-    QS_ASSIGN_OR_RETURN(std::vector<vision::PromptImage> images,
-                        read_images(image_paths, *vision.images));
+    if (!audio_paths.empty() && media.audio == nullptr) {
+      return invalid_argument(dir + " has no audio tower: --audio needs Qwen2.5-Omni");
+    }
+    QS_ASSIGN_OR_RETURN(std::vector<models::PlaceholderItem> items,
+                        read_media(image_paths, audio_paths, media));
     Result<tok::ChatTemplate> chat = tok::ChatTemplate::from_model_dir(dir);
     if (!chat.ok() && (flags.get_bool("chat") || chat.status().code() != StatusCode::kNotFound))
       return chat.status();
     QS_ASSIGN_OR_RETURN(request.prompt_ids,
-                        image_prompt_ids(prompt, images.size(), *vision.images, *tokenizer,
-                                         chat.ok() ? &*chat : nullptr));
-    QS_ASSIGN_OR_RETURN(request.mm_items,
-                        vision::expand_image_placeholders(&request.prompt_ids,
-                                                          vision.images->image_token_id, images));
+                        media_prompt_ids(prompt, image_paths.size(), audio_paths.size(), media,
+                                         *tokenizer, chat.ok() ? &*chat : nullptr));
+    QS_ASSIGN_OR_RETURN(
+        request.mm_items,
+        models::expand_placeholders(&request.prompt_ids,
+                                    server::media_kinds(media.images.get(), media.clips.get()),
+                                    std::move(items)));
   } else if (flags.get_bool("chat")) {
     QS_ASSIGN_OR_RETURN(tok::ChatTemplate chat, tok::ChatTemplate::from_model_dir(dir));
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -163,7 +182,8 @@ Status run(const Flags& flags) {
   // One request: the cache holds exactly its prompt and max_tokens (within the context).
   const int64_t prompt_len = static_cast<int64_t>(request.prompt_ids.size());
   engine::EngineConfig config;
-  config.vision = vision.tower.get();
+  config.vision = media.vision.get();
+  config.audio = media.audio.get();
   QS_ASSIGN_OR_RETURN(config.kv_cache_dtype, kv_cache_dtype_from_flags(flags));
   config.max_model_len = std::min<int64_t>(model->config().max_position_embeddings,
                                            prompt_len + request.params.max_tokens);
@@ -211,6 +231,9 @@ int cmd_generate(const Args& args) {
       .add("image",
            "an image (JPEG, PNG, WebP) for a vision-language model; repeat for several. The "
            "prompt then goes through the chat template when the model has one")
+      .add("audio",
+           "a sound clip (WAV, FLAC, OGG, MP3, ...) for Qwen2.5-Omni; repeat for several. "
+           "Resampled to the feature extractor's rate")
       .add("ignore-eos", "keep generating past EOS", true);
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);

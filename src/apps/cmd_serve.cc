@@ -18,9 +18,9 @@
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "apps/media_inputs.h"
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
-#include "apps/vision_inputs.h"
 #include "audio/transcribe.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -88,9 +88,7 @@ Result<double> max_audio_seconds(const Flags& flags) {
 Result<server::MediaOptions> media_options(const Flags& flags) {
   server::MediaOptions media;
   if (flags.has("limit-mm-per-prompt")) {
-    QS_ASSIGN_OR_RETURN(
-        media.max_images_per_prompt,
-        image_limit_from_flag(flags.get("limit-mm-per-prompt"), media.max_images_per_prompt));
+    QS_RETURN_IF_ERROR(media_limits_from_flag(flags.get("limit-mm-per-prompt"), &media));
   }
   if (flags.has("allowed-local-media-path")) {
     const std::string dir = flags.get("allowed-local-media-path");
@@ -322,7 +320,7 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(std::unique_ptr<tok::ChatTemplate> chat_template,
                       load_chat_template(flags, dir));
   const models::ModelConfig& config = model->config();
-  QS_ASSIGN_OR_RETURN(VisionInputs vision, load_vision_inputs(dir, config));
+  QS_ASSIGN_OR_RETURN(MediaInputs media, load_media_inputs(dir, config));
 
   server::ModelInfo info;
   info.served_model_name =
@@ -343,11 +341,13 @@ Status run(const Flags& flags) {
   info.chat_template = chat_template.get();
   info.defaults = default_params(gen);
   info.max_logprobs = static_cast<int>(max_logprobs);
-  info.images = vision.images.get();
+  info.images = media.images.get();
+  info.audio = media.clips.get();
   QS_ASSIGN_OR_RETURN(info.media, media_options(flags));
 
   engine::EngineConfig engine_config;
-  engine_config.vision = vision.tower.get();
+  engine_config.vision = media.vision.get();
+  engine_config.audio = media.audio.get();
   engine_config.max_model_len = info.max_model_len;
   engine_config.max_num_seqs = max_num_seqs;
   if (flags.has("max-num-batched-tokens")) {
@@ -371,7 +371,8 @@ Status run(const Flags& flags) {
   char detail[96];
   std::snprintf(detail, sizeof(detail), "max_model_len %lld, %d threads%s",
                 static_cast<long long>(info.max_model_len), threads,
-                vision.tower ? ", images in chat" : "");
+                media.vision ? (media.audio ? ", images and audio in chat" : ", images in chat")
+                             : (media.audio ? ", audio in chat" : ""));
   Status served = serve_until_signal(http, options, info, detail, &signals);
   backend.shutdown();
   QS_LOG_INFO("server stopped");
@@ -410,9 +411,11 @@ int cmd_serve(const Args& args) {
       .add("enable-prompt-tokens-details",
            "usage.prompt_tokens_details.cached_tokens: prompt tokens the prefix cache served", true)
       .add("limit-mm-per-prompt",
-           "images one prompt may carry, as JSON: '{\"image\": 4}' (default 16)")
+           "images and audio clips one prompt may carry, as JSON: '{\"image\": 4, \"audio\": 1}' "
+           "(default 16 of each)")
       .add("allowed-local-media-path",
-           "a directory whose files chat requests may name as file:// image URLs (default: none)")
+           "a directory whose files chat requests may name as file:// image or audio URLs "
+           "(default: none)")
       .add("max-audio-seconds", "Whisper: refuse recordings longer than this, from their header",
            false, "3600")
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()));

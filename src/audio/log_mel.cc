@@ -199,6 +199,28 @@ Result<LogMel> whisper_features_hf(std::span<const float> samples, const LogMelC
   return log_mel_spectrogram(clip, config);
 }
 
+Result<LogMel> whisper_features_masked(std::span<const float> samples, const LogMelConfig& config) {
+  QS_RETURN_IF_ERROR(validate_log_mel_config(config, "log-mel config"));
+  const int64_t n = std::min<int64_t>(static_cast<int64_t>(samples.size()), config.n_samples);
+  if (n == 0) return invalid_argument("whisper features: the clip has no samples");
+  const int64_t frames = (n + config.hop_length - 1) / config.hop_length;
+  // Far enough past the clip that the kept frames and the reflection at the end see zeros
+  // only; the padded length itself where the clip nearly fills it.
+  const int64_t length = std::min(config.n_samples, frames * config.hop_length + config.n_fft);
+  std::vector<float> clip(static_cast<size_t>(length), 0.0f);
+  std::copy_n(samples.begin(), n, clip.begin());
+  QS_ASSIGN_OR_RETURN(LogMel all, log_mel_spectrogram(clip, config));
+  if (all.n_frames < frames) return internal_error("whisper features: too few frames computed");
+  LogMel out;
+  out.n_mels = all.n_mels;
+  out.n_frames = frames;
+  out.values.resize(static_cast<size_t>(out.n_mels * frames));
+  for (int64_t m = 0; m < out.n_mels; ++m) {
+    std::copy_n(all.values.begin() + m * all.n_frames, frames, out.values.begin() + m * frames);
+  }
+  return out;
+}
+
 Result<LogMel> whisper_features_whole(std::span<const float> samples, int64_t padding,
                                       const LogMelConfig& config) {
   if (padding < 0 || padding > config.n_samples) {

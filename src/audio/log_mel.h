@@ -41,6 +41,14 @@ Result<LogMel> log_mel_spectrogram(std::span<const float> samples, const LogMelC
 // config.nb_max_frames frames.
 Result<LogMel> whisper_features_hf(std::span<const float> samples, const LogMelConfig& config = {});
 
+// WhisperFeatureExtractor(samples, padding="max_length", return_attention_mask=True) with only
+// the frames its attention mask keeps, ceil(samples / hop_length) of them: what Qwen2.5-Omni's
+// processor hands its audio tower for a clip of up to config.n_samples (longer ones are cut
+// there, as transformers cuts them). Only the frames that reach the clip are computed: the
+// padding's zeros take the smallest log-mel value there is, so they never move the floor.
+Result<LogMel> whisper_features_masked(std::span<const float> samples,
+                                       const LogMelConfig& config = {});
+
 // faster-whisper's FeatureExtractor(samples, padding): `padding` zeros appended, the whole
 // audio's frames (n_samples / hop_length + 1 for the default padding); the transcription loop
 // slices nb_max_frames windows out of it.

@@ -19,6 +19,15 @@
 
 namespace qs::audio {
 
+// The placeholders (and embeddings) of a clip of `frames` log-mel frames: the stride-2
+// convolution halves them, the pooling halves them again (the processor's
+// _get_feat_extract_output_lengths).
+inline int64_t omni_audio_tokens(int64_t frames) {
+  if (frames < 3) return 0;
+  const int64_t after_conv = (frames - 1) / 2 + 1;
+  return (after_conv - 2) / 2 + 1;
+}
+
 struct OmniAudioConfig {
   int64_t num_mel_bins = 128, d_model = 1280, encoder_layers = 32, encoder_attention_heads = 20;
   int64_t encoder_ffn_dim = 5120, n_window = 100, output_dim = 3584;
@@ -34,10 +43,7 @@ class Qwen25OmniAudioTower : public models::AudioEncoder {
 
   int64_t n_mels() const override { return config_.num_mel_bins; }
   int64_t out_width() const override { return config_.output_dim; }
-  int64_t tokens(int64_t frames) const override {
-    const int64_t after_conv = (frames - 1) / 2 + 1;
-    return frames < 3 ? 0 : (after_conv - 2) / 2 + 1;
-  }
+  int64_t tokens(int64_t frames) const override { return omni_audio_tokens(frames); }
   // features [n_mels, frames] -> out [tokens(frames), output_dim].
   Status encode(const float* features, int64_t frames, std::vector<float>* out,
                 ThreadPool& pool) const override;

@@ -13,14 +13,43 @@ constexpr const char* kParam = "messages";
 
 // Part types vLLM knows that this server does not read.
 const std::set<std::string>& unsupported_part_types() {
-  static const std::set<std::string> kTypes = {"image_pil",   "image_embeds", "audio_url",
-                                               "input_audio", "audio_embeds", "video_url",
-                                               "file",        "input_image",  "refusal"};
+  static const std::set<std::string> kTypes = {
+      "image_pil", "image_embeds", "audio_embeds", "video_url", "file", "input_image", "refusal"};
   return kTypes;
 }
 
+// A part's {"url": string} object under `key`, or nullopt.
+std::optional<std::string> url_of(const Json& part, const char* key) {
+  auto it = part.find(key);
+  if (it == part.end() || !it->is_object() || !it->contains("url") || !(*it)["url"].is_string())
+    return std::nullopt;
+  return (*it)["url"].get<std::string>();
+}
+
+// OpenAI's input_audio, as the data URL vLLM makes of it. The format names the container
+// (wav, mp3, flac, ...); the decoder reads the bytes themselves, so it only has to be a word.
+std::optional<ApiError> input_audio_url(const Json& part, std::string* url) {
+  auto it = part.find("input_audio");
+  if (it == part.end() || !it->is_object() || !it->contains("data") || !(*it)["data"].is_string() ||
+      !it->contains("format") || !(*it)["format"].is_string())
+    return bad_request(
+        "An input_audio content part needs 'input_audio': {'data': <base64>, 'format': ...}.",
+        kParam);
+  const std::string format = (*it)["format"].get<std::string>();
+  if (format.empty() || format.size() > 16 ||
+      format.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789") != std::string::npos)
+    return bad_request("input_audio's 'format' must be a file type such as 'wav' or 'mp3'.",
+                       kParam);
+  *url = "data:audio/" + format + ";base64," + (*it)["data"].get<std::string>();
+  return std::nullopt;
+}
+
+// The parts' order, for the "string" format's placeholder lines.
+enum class Media { kImage, kAudio };
+
 std::optional<ApiError> read_part(const Json& part, bool openai_format, Json* parts,
-                                  std::vector<std::string>* texts, ChatMessages* out) {
+                                  std::vector<std::string>* texts, std::vector<Media>* media,
+                                  ChatMessages* out) {
   if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
     return bad_request("Each content part must be an object with a string 'type'.", kParam);
   const std::string type = part["type"].get<std::string>();
@@ -33,11 +62,27 @@ std::optional<ApiError> read_part(const Json& part, bool openai_format, Json* pa
     return std::nullopt;
   }
   if (type == "image_url") {
-    auto it = part.find("image_url");
-    if (it == part.end() || !it->is_object() || !it->contains("url") || !(*it)["url"].is_string())
+    std::optional<std::string> url = url_of(part, "image_url");
+    if (!url)
       return bad_request("An image_url content part needs 'image_url': {'url': ...}.", kParam);
-    out->image_urls.push_back((*it)["url"].get<std::string>());
+    out->image_urls.push_back(std::move(*url));
+    media->push_back(Media::kImage);
     if (openai_format) parts->push_back({{"type", "image"}});
+    return std::nullopt;
+  }
+  if (type == "input_audio" || type == "audio_url") {
+    std::string url;
+    if (type == "input_audio") {
+      if (auto e = input_audio_url(part, &url)) return e;
+    } else {
+      std::optional<std::string> u = url_of(part, "audio_url");
+      if (!u)
+        return bad_request("An audio_url content part needs 'audio_url': {'url': ...}.", kParam);
+      url = std::move(*u);
+    }
+    out->audio_urls.push_back(std::move(url));
+    media->push_back(Media::kAudio);
+    if (openai_format) parts->push_back({{"type", "audio"}});
     return std::nullopt;
   }
   if (unsupported_part_types().count(type)) {
@@ -65,7 +110,7 @@ bool template_iterates_content(const std::string& source) {
 }
 
 std::optional<ApiError> parse_chat_messages(const Json& messages, bool openai_format,
-                                            const std::string& image_placeholder,
+                                            const MediaPlaceholders& placeholders,
                                             ChatMessages* out) {
   if (!messages.is_array() || messages.empty())
     return bad_request("'messages' must be a non-empty list of messages.", kParam);
@@ -85,9 +130,9 @@ std::optional<ApiError> parse_chat_messages(const Json& messages, bool openai_fo
     }
     Json parts = Json::array();
     std::vector<std::string> texts;
-    const size_t images_before = out->image_urls.size();
+    std::vector<Media> media;
     for (const auto& part : content) {
-      if (auto e = read_part(part, openai_format, &parts, &texts, out)) return e;
+      if (auto e = read_part(part, openai_format, &parts, &texts, &media, out)) return e;
     }
     std::string joined;
     for (size_t i = 0; i < texts.size(); ++i) joined += (i ? "\n" : "") + texts[i];
@@ -95,10 +140,10 @@ std::optional<ApiError> parse_chat_messages(const Json& messages, bool openai_fo
     if (openai_format) {
       msg["content"] = std::move(parts);
     } else {
-      // vLLM's string format: a placeholder line per image, then the text.
+      // vLLM's string format: a placeholder line per image or clip, then the text.
       std::string text;
-      for (size_t i = images_before; i < out->image_urls.size(); ++i)
-        text += image_placeholder + "\n";
+      for (const Media part : media)
+        text += (part == Media::kImage ? placeholders.image : placeholders.audio) + "\n";
       msg["content"] = text + joined;
       out->final_text = msg["content"].get<std::string>();
     }

@@ -9,8 +9,8 @@
 #include <set>
 
 #include "server/chat_content.h"
+#include "server/chat_media.h"
 #include "server/json_fields.h"
-#include "server/media_url.h"
 
 namespace qs::server {
 
@@ -217,37 +217,8 @@ std::optional<ApiError> parse_prompts(const Json& body, const ModelInfo& model,
   return std::nullopt;
 }
 
-// The images of a chat request, fetched and processed in order, after the checks that need
-// no decoding: a model that takes images, and the per-prompt limit.
-std::optional<ApiError> prepare_images(const std::vector<std::string>& urls, const ModelInfo& model,
-                                       std::vector<vision::PromptImage>* images) {
-  if (urls.empty()) return std::nullopt;
-  if (model.images == nullptr) {
-    return bad_request("The model `" + model.served_model_name +
-                           "` does not accept images (it has no vision tower).",
-                       "messages");
-  }
-  const int64_t limit = model.media.max_images_per_prompt;
-  if (static_cast<int64_t>(urls.size()) > limit) {
-    return bad_request("At most " + std::to_string(limit) +
-                           " image(s) may be provided in one prompt; the request has " +
-                           std::to_string(urls.size()) +
-                           ". Set --limit-mm-per-prompt to raise the limit.",
-                       "messages");
-  }
-  for (size_t i = 0; i < urls.size(); ++i) {
-    std::string bytes;
-    if (auto e = load_media_url(urls[i], model.media.allowed_local_media_path, &bytes)) return e;
-    const std::string name = "image " + std::to_string(i + 1);
-    Result<vision::PromptImage> image =
-        vision::prepare_prompt_image(bytes, name, model.images->processor);
-    if (!image.ok()) return bad_request("Invalid image: " + image.status().message(), "messages");
-    images->push_back(std::move(*image));
-  }
-  return std::nullopt;
-}
-
-// Renders `messages` with the chat template, tokenizes the result and expands its images.
+// Renders `messages` with the chat template, tokenizes the result and widens its media
+// placeholders.
 std::optional<ApiError> render_chat(const Json& body, const ModelInfo& model, Prompt* prompt) {
   auto it = body.find("messages");
   if (it == body.end() || !it->is_array() || it->empty()) {
@@ -255,15 +226,11 @@ std::optional<ApiError> render_chat(const Json& body, const ModelInfo& model, Pr
   }
   const bool openai_format =
       model.chat_template != nullptr && template_iterates_content(model.chat_template->source());
-  std::string placeholder;
-  if (model.images != nullptr) {
-    placeholder =
-        model.tokenizer->decode({model.images->vision_start_token_id, model.images->image_token_id,
-                                 model.images->vision_end_token_id},
-                                /*skip_special=*/false);
-  }
   ChatMessages chat;
-  if (auto e = parse_chat_messages(*it, openai_format, placeholder, &chat)) return e;
+  if (auto e = parse_chat_messages(*it, openai_format,
+                                   media_placeholders(*model.tokenizer, model.images, model.audio),
+                                   &chat))
+    return e;
   if (model.chat_template == nullptr) {
     return bad_request(
         "As of transformers v4.44, default chat template is no longer allowed, so you must "
@@ -284,8 +251,8 @@ std::optional<ApiError> render_chat(const Json& body, const ModelInfo& model, Pr
     if (!k->is_object()) return type_error("chat_template_kwargs", "an object");
     kwargs = *k;
   }
-  std::vector<vision::PromptImage> images;
-  if (auto e = prepare_images(chat.image_urls, model, &images)) return e;
+  std::vector<models::PlaceholderItem> media;
+  if (auto e = prepare_chat_media(chat, model, &media)) return e;
   Result<std::string> text =
       model.chat_template->render(chat.messages, add_generation_prompt, kwargs);
   if (!text.ok()) return bad_request("Chat template error: " + text.status().message());
@@ -298,14 +265,7 @@ std::optional<ApiError> render_chat(const Json& body, const ModelInfo& model, Pr
   }
   prompt->ids = model.tokenizer->encode(prompt->text, add_special);
   if (prompt->ids.empty()) return bad_request("The chat template rendered an empty prompt.");
-  if (model.images != nullptr) {
-    Result<std::vector<models::MultimodalItem>> items =
-        vision::expand_image_placeholders(&prompt->ids, model.images->image_token_id, images);
-    if (!items.ok())
-      return bad_request("Invalid image placeholders: " + items.status().message(), "messages");
-    prompt->mm_items = std::move(*items);
-  }
-  return std::nullopt;
+  return expand_chat_media(model, std::move(media), prompt);
 }
 
 std::optional<ApiError> parse_stop(const Json& body, SamplingParams* p) {

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "audio/audio_prompt.h"
 #include "engine/sampler.h"
 #include "server/backend.h"
 #include "tokenizer/chat_template.h"
@@ -48,9 +49,10 @@ ApiError service_unavailable(std::string message);
 // A Status from below (engine, tokenizer) mapped to the status vLLM would send.
 ApiError error_from_status(const Status& status);
 
-// The serve flags that bound a chat request's images (vLLM's names).
+// The serve flags that bound a chat request's images and clips (vLLM's names).
 struct MediaOptions {
   int64_t max_images_per_prompt = 16;    // --limit-mm-per-prompt '{"image": N}'
+  int64_t max_audios_per_prompt = 16;    // --limit-mm-per-prompt '{"audio": N}'
   std::string allowed_local_media_path;  // --allowed-local-media-path; empty: no file:// URLs
 };
 
@@ -66,6 +68,8 @@ struct ModelInfo {
   int max_logprobs = 20;                             // vLLM's --max-logprobs default
   // The model's image placeholders and processor; null: it has no vision tower.
   const vision::ImagePromptConfig* images = nullptr;
+  // Its sound-clip placeholders and feature extractor; null: it has no audio tower.
+  const audio::AudioPromptConfig* audio = nullptr;
   MediaOptions media;
 };
 

@@ -80,4 +80,15 @@ Result<std::vector<models::MultimodalItem>> expand_image_placeholders(
   return items;
 }
 
+models::PlaceholderItem image_placeholder(const PromptImage& image,
+                                          const ImagePromptConfig& config) {
+  models::PlaceholderItem p;
+  p.token_id = config.image_token_id;
+  p.n_tokens = image.n_tokens;
+  p.item.grid = image.grid;
+  p.item.pixels = image.pixels;
+  p.item.hash = image.hash;
+  return p;
+}
+
 }  // namespace qs::vision

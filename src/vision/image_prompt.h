@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "models/model_config.h"
 #include "models/multimodal.h"
+#include "models/placeholders.h"
 #include "vision/image_file.h"
 #include "vision/qwen2_vl_image_processor.h"
 
@@ -58,5 +59,9 @@ Result<PromptImage> prepare_prompt_image(std::string_view bytes, const std::stri
 // error saying how many of each there were).
 Result<std::vector<models::MultimodalItem>> expand_image_placeholders(
     std::vector<int32_t>* ids, int32_t image_token_id, std::span<const PromptImage> images);
+
+// The image as an item waiting for its placeholder (models::expand_placeholders).
+models::PlaceholderItem image_placeholder(const PromptImage& image,
+                                          const ImagePromptConfig& config);
 
 }  // namespace qs::vision

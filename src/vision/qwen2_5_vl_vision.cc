@@ -86,6 +86,26 @@ Status segment_attention(const float* q, const float* k, const float* v, int64_t
   return ok_status();
 }
 
+// Qwen2.5-VL fuses the attention's projections (attn.qkv); Qwen2.5-Omni's tower keeps attn.q,
+// .k and .v apart, which are stacked here into the same [3d, d] matmul, in the source dtype.
+Result<ops::LinearWeight> stacked_qkv(const models::Component& c, const std::string& p, int64_t d,
+                                      std::vector<float>* bias) {
+  if (c.has(p + ".attn.qkv.weight") || !c.has(p + ".attn.q.weight")) {
+    return c.linear(p + ".attn.qkv", 3 * d, d, bias);
+  }
+  QS_ASSIGN_OR_RETURN(Tensor q, c.get(p + ".attn.q.weight", {d, d}));
+  std::vector<float> w;
+  w.reserve(static_cast<size_t>(3 * d * d));
+  bias->clear();
+  for (const char* part : {".attn.q", ".attn.k", ".attn.v"}) {
+    QS_ASSIGN_OR_RETURN(std::vector<float> wi, c.f32(p + part + ".weight", {d, d}));
+    QS_ASSIGN_OR_RETURN(std::vector<float> bi, c.f32(p + part + ".bias", {d}));
+    w.insert(w.end(), wi.begin(), wi.end());
+    bias->insert(bias->end(), bi.begin(), bi.end());
+  }
+  return ops::LinearWeight(Tensor::from_f32(q.dtype, {3 * d, d}, w));
+}
+
 }  // namespace
 
 Result<Qwen25VisionConfig> parse_qwen25_vision_config(const nlohmann::json& v) {
@@ -157,7 +177,7 @@ Result<Qwen25VisionTower> Qwen25VisionTower::load(const std::string& dir) {
     Qwen25VisionBlock b;
     QS_ASSIGN_OR_RETURN(b.norm1, c.f32(p + ".norm1.weight", {d}));
     QS_ASSIGN_OR_RETURN(b.norm2, c.f32(p + ".norm2.weight", {d}));
-    QS_ASSIGN_OR_RETURN(b.qkv, c.linear(p + ".attn.qkv", 3 * d, d, &b.b_qkv));
+    QS_ASSIGN_OR_RETURN(b.qkv, stacked_qkv(c, p, d, &b.b_qkv));
     QS_ASSIGN_OR_RETURN(b.proj, c.linear(p + ".attn.proj", d, d, &b.b_proj));
     QS_ASSIGN_OR_RETURN(b.gate, c.linear(p + ".mlp.gate_proj", ff, d, &b.b_gate));
     QS_ASSIGN_OR_RETURN(b.up, c.linear(p + ".mlp.up_proj", ff, d, &b.b_up));

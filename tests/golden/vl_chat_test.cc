@@ -201,7 +201,7 @@ TEST_F(VlChat, BadImagesAndLimitsAre400s) {
   has(reject(one_image_body(a, "video_url")), "not supported");
   has(reject(one_image_body(a, "mystery")), "Unknown part type");
   info_.media.max_images_per_prompt = 1;
-  has(reject(chat_body("chat_two_images")), "At most 1 image(s)");
+  has(reject(chat_body("chat_two_images")), "At most 1 images");
   info_.media.max_images_per_prompt = 16;
   // Text naming <|image_pad|> itself leaves the images and placeholders uneven.
   has(reject(Json{{"messages",

@@ -25,14 +25,14 @@ constexpr const char* kQwenVlLoop =
 
 ChatMessages parse_ok(const std::string& json, bool openai_format) {
   ChatMessages out;
-  auto e = parse_chat_messages(Json::parse(json), openai_format, "<V>", &out);
+  auto e = parse_chat_messages(Json::parse(json), openai_format, {"<V>", "<A>"}, &out);
   EXPECT_FALSE(e) << (e ? e->message : "");
   return out;
 }
 
 ApiError parse_error(const std::string& json) {
   ChatMessages out;
-  auto e = parse_chat_messages(Json::parse(json), true, "<V>", &out);
+  auto e = parse_chat_messages(Json::parse(json), true, {"<V>", "<A>"}, &out);
   EXPECT_TRUE(e.has_value()) << json;
   return e.value_or(ApiError{});
 }
@@ -78,6 +78,34 @@ TEST(ChatContent, StringFormatJoinsTextAfterAPlaceholderLinePerImage) {
                      false)
                 .messages[0]["content"],
             "a\nb");
+}
+
+TEST(ChatContent, AudioPartsBecomeUrlsInPartOrder) {
+  const std::string json = R"([{"role": "user", "content": [
+      {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+      {"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "data:,"}},
+      {"type": "audio_url", "audio_url": {"url": "file:///x.flac"}}]}])";
+  const ChatMessages openai = parse_ok(json, true);
+  // OpenAI's input_audio is read as vLLM reads it: a data URL of the named format.
+  EXPECT_EQ(openai.audio_urls,
+            (std::vector<std::string>{"data:audio/wav;base64,UklGRg==", "file:///x.flac"}));
+  EXPECT_EQ(openai.image_urls.size(), 1u);
+  EXPECT_EQ(openai.messages[0]["content"].dump(),
+            R"([{"type":"audio"},{"type":"text","text":"a"},{"type":"image"},{"type":"audio"}])");
+  // The string format's placeholder lines follow the parts' order.
+  EXPECT_EQ(parse_ok(json, false).messages[0]["content"], "<A>\n<V>\n<A>\na");
+  for (const char* bad :
+       {R"([{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "x"}}]}])",
+        R"([{"role": "user", "content": [{"type": "input_audio", "input_audio": "x"}]}])",
+        R"([{"role": "user", "content": [{"type": "input_audio",
+                "input_audio": {"data": "x", "format": "w/../av"}}]}])",
+        R"([{"role": "user", "content": [{"type": "input_audio",
+                "input_audio": {"data": 1, "format": "wav"}}]}])",
+        R"([{"role": "user", "content": [{"type": "audio_url", "audio_url": {}}]}])"}) {
+    const ApiError e = parse_error(bad);
+    EXPECT_EQ(e.http_status, 400) << bad;
+    EXPECT_EQ(e.param, "messages") << bad;
+  }
 }
 
 TEST(ChatContent, BadPartsAreClear400s) {

@@ -1,0 +1,103 @@
+// server: a chat request's images and sound clips (see chat_media.h).
+#include "server/chat_media.h"
+
+#include <string>
+
+#include "server/media_url.h"
+
+namespace qs::server {
+namespace {
+
+constexpr const char* kMessages = "messages";
+
+// A modality's parts against the model and the limit; `noun` is the plural in messages.
+std::optional<ApiError> check_count(size_t count, bool model_takes_it, const char* noun,
+                                    const char* tower, int64_t limit, const char* key,
+                                    const ModelInfo& model) {
+  if (count == 0) return std::nullopt;
+  if (!model_takes_it) {
+    return bad_request("The model `" + model.served_model_name + "` does not accept " + noun +
+                           " (it has no " + tower + ").",
+                       kMessages);
+  }
+  if (static_cast<int64_t>(count) > limit) {
+    return bad_request("At most " + std::to_string(limit) + " " + noun +
+                           " may be provided in one prompt; the request has " +
+                           std::to_string(count) + ". Set --limit-mm-per-prompt '{\"" + key +
+                           "\": N}' to raise the limit.",
+                       kMessages);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+MediaPlaceholders media_placeholders(const tok::Tokenizer& tokenizer,
+                                     const vision::ImagePromptConfig* images,
+                                     const audio::AudioPromptConfig* audio) {
+  MediaPlaceholders out;
+  if (images != nullptr) {
+    out.image = tokenizer.decode(
+        {images->vision_start_token_id, images->image_token_id, images->vision_end_token_id},
+        /*skip_special=*/false);
+  }
+  if (audio != nullptr) {
+    out.audio = tokenizer.decode(
+        {audio->audio_start_token_id, audio->audio_token_id, audio->audio_end_token_id},
+        /*skip_special=*/false);
+  }
+  return out;
+}
+
+std::vector<models::PlaceholderKind> media_kinds(const vision::ImagePromptConfig* images,
+                                                 const audio::AudioPromptConfig* audio) {
+  std::vector<models::PlaceholderKind> kinds;
+  if (images != nullptr) kinds.push_back({images->image_token_id, "image"});
+  if (audio != nullptr) kinds.push_back({audio->audio_token_id, "audio"});
+  return kinds;
+}
+
+std::optional<ApiError> prepare_chat_media(const ChatMessages& chat, const ModelInfo& model,
+                                           std::vector<models::PlaceholderItem>* items) {
+  if (auto e = check_count(chat.image_urls.size(), model.images != nullptr, "images",
+                           "vision tower", model.media.max_images_per_prompt, "image", model))
+    return e;
+  if (auto e = check_count(chat.audio_urls.size(), model.audio != nullptr, "audio clips",
+                           "audio tower", model.media.max_audios_per_prompt, "audio", model))
+    return e;
+  for (size_t i = 0; i < chat.image_urls.size(); ++i) {
+    std::string bytes;
+    if (auto e = load_media_url(chat.image_urls[i], model.media.allowed_local_media_path, &bytes))
+      return e;
+    Result<vision::PromptImage> image = vision::prepare_prompt_image(
+        bytes, "image " + std::to_string(i + 1), model.images->processor);
+    if (!image.ok()) return bad_request("Invalid image: " + image.status().message(), kMessages);
+    items->push_back(vision::image_placeholder(*image, *model.images));
+  }
+  for (size_t i = 0; i < chat.audio_urls.size(); ++i) {
+    std::string bytes;
+    if (auto e = load_media_url(chat.audio_urls[i], model.media.allowed_local_media_path, &bytes))
+      return e;
+    Result<audio::PromptAudio> clip =
+        audio::prepare_prompt_audio(bytes, "audio clip " + std::to_string(i + 1), *model.audio);
+    if (!clip.ok()) return bad_request("Invalid audio: " + clip.status().message(), kMessages);
+    items->push_back(audio::audio_placeholder(*clip, *model.audio));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> expand_chat_media(const ModelInfo& model,
+                                          std::vector<models::PlaceholderItem> items,
+                                          Prompt* prompt) {
+  const std::vector<models::PlaceholderKind> kinds = media_kinds(model.images, model.audio);
+  if (kinds.empty()) return std::nullopt;
+  Result<std::vector<models::MultimodalItem>> out =
+      models::expand_placeholders(&prompt->ids, kinds, std::move(items));
+  if (!out.ok()) {
+    return bad_request("Invalid multimodal placeholders: " + out.status().message(), kMessages);
+  }
+  prompt->mm_items = std::move(*out);
+  return std::nullopt;
+}
+
+}  // namespace qs::server

@@ -1,0 +1,37 @@
+// server: the images and sound clips of a chat request, between parsing (chat_content.h) and
+// the engine: first the checks that need no decoding (a model with the tower the modality
+// needs, vLLM's --limit-mm-per-prompt), then each part fetched (media_url.h) and processed
+// (vision::prepare_prompt_image, audio::prepare_prompt_audio), and, once the template has
+// rendered and the text is tokenized, each placeholder widened to its item's tokens
+// (models::expand_placeholders). Every refusal is a 400 naming the part.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "models/placeholders.h"
+#include "server/chat_content.h"
+#include "server/openai_request.h"
+
+namespace qs::server {
+
+// What an image or a clip becomes in vLLM's "string" content format: the model's marker
+// tokens around its placeholder (empty for a modality the model lacks, a null config).
+MediaPlaceholders media_placeholders(const tok::Tokenizer& tokenizer,
+                                     const vision::ImagePromptConfig* images,
+                                     const audio::AudioPromptConfig* audio);
+
+// The placeholder tokens of the modalities the model takes.
+std::vector<models::PlaceholderKind> media_kinds(const vision::ImagePromptConfig* images,
+                                                 const audio::AudioPromptConfig* audio);
+
+// The chat's images and clips, processed, in part order within each modality.
+std::optional<ApiError> prepare_chat_media(const ChatMessages& chat, const ModelInfo& model,
+                                           std::vector<models::PlaceholderItem>* items);
+
+// Widens the placeholders of prompt->ids and sets prompt->mm_items.
+std::optional<ApiError> expand_chat_media(const ModelInfo& model,
+                                          std::vector<models::PlaceholderItem> items,
+                                          Prompt* prompt);
+
+}  // namespace qs::server
