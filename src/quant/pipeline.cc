@@ -36,11 +36,14 @@ BlockKey block_of(const std::string& name, const std::vector<std::string>& block
 }
 
 // Files a checkpoint directory carries besides weights and config: the tokenizer, chat
-// template and generation defaults are copied unchanged into the quantized checkpoint.
+// template, generation defaults and a multimodal model's processor configs are copied
+// unchanged into the quantized checkpoint.
 bool is_companion_file(const std::string& name) {
   return name.rfind("tokenizer", 0) == 0 || name.rfind("chat_template", 0) == 0 ||
          name == "special_tokens_map.json" || name == "generation_config.json" ||
-         name == "vocab.json" || name == "merges.txt" || name == "added_tokens.json";
+         name == "vocab.json" || name == "merges.txt" || name == "added_tokens.json" ||
+         name == "preprocessor_config.json" || name == "processor_config.json" ||
+         name == "video_preprocessor_config.json";
 }
 
 }  // namespace
@@ -151,13 +154,18 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
     return invalid_argument(src + " is already quantized (quantization_config present)");
   }
   QS_ASSIGN_OR_RETURN(models::ModelConfig mc, models::parse_model_config(config));
-  QS_ASSIGN_OR_RETURN(QuantPlan plan, plan_quantization(o, mc));
+  QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(src));
+  // A decoder with towers (vision, audio): only its blocks are planned (pipeline_multimodal.cc).
+  PlanTarget target = decoder_target(mc);
+  if (!mc.tower_prefixes.empty()) {
+    QS_ASSIGN_OR_RETURN(target, multimodal_target(o, mc, ckpt));
+  }
+  QS_ASSIGN_OR_RETURN(QuantPlan plan, plan_quantization(o, target));
   if (tuned_mode && mc.max_position_embeddings > 0 && o.seqlen > mc.max_position_embeddings) {
     return invalid_argument("--seqlen " + std::to_string(o.seqlen) +
                             " exceeds the model's max_position_embeddings " +
                             std::to_string(mc.max_position_embeddings));
   }
-  QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(src));
   for (const models::TensorSpec& t : models::expected_tensors(mc)) {
     QS_RETURN_IF_ERROR(ckpt.get(t.name, t.shape).status());
   }
@@ -196,6 +204,11 @@ Result<QuantizeSummary> quantize(const QuantizeOptions& o, const ProgressFn& pro
                    (o.iters > 0  ? "AutoRound (--iters " + std::to_string(o.iters) + ")"
                     : tuned_mode ? "OPT-RTN"
                                  : "RTN");
+  if (!mc.tower_prefixes.empty()) {
+    std::string towers;
+    for (const std::string& p : mc.tower_prefixes) towers += (towers.empty() ? "" : ", ") + p + "*";
+    summary.scheme += ", decoder blocks only (" + towers + " kept 16-bit)";
+  }
   summary.calibration = tuned.calibration;
   summary.unrouted = std::move(tuned.unrouted);
   summary.blocks = std::move(tuned.blocks);

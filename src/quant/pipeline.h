@@ -99,7 +99,13 @@ struct PlanTarget {
   // A linear whose in_features is not a multiple of group_size stays 16-bit in every format
   // (as auto_awq always requires), for models whose readers need whole groups.
   bool whole_groups = false;
+  // Modules outside the blocks that extra_config lists as 16-bit with this data_type, as the
+  // tool records them for a multimodal checkpoint's towers (pipeline_multimodal.cc).
+  std::vector<std::string> listed_16bit;
+  std::string listed_data_type = "fp";
 };
+// The decoder's linears of `config` (expected_tensors), blocks "model.layers".
+PlanTarget decoder_target(const models::ModelConfig& config);
 Result<QuantPlan> plan_quantization(const QuantizeOptions& options, const PlanTarget& target);
 
 // Validates everything that does not need the model: scheme, format, counts, the output
@@ -192,6 +198,14 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& options,
 // tensor that is not Whisper's.
 Result<QuantizeSummary> quantize_whisper(const QuantizeOptions& options, const ProgressFn& progress,
                                          const std::function<bool()>& cancelled);
+
+// A multimodal checkpoint (a decoder with towers: Qwen2.5-VL, the Qwen2.5-Omni thinker;
+// ModelConfig::tower_prefixes): its decoder blocks quantized as an LLM's, tuned on text only;
+// the towers' tensors copied unchanged and, as auto-round 0.16 records them, listed in
+// extra_config as 16-bit. pipeline_multimodal.cc. Errors: a format other than auto_round, a
+// --layer_config key that names a tower's tensor (the tool's quant_nontext_module).
+Result<PlanTarget> multimodal_target(const QuantizeOptions& options,
+                                     const models::ModelConfig& config, const io::Checkpoint& ckpt);
 
 // "W4A16 (int4 g128 sym)", "FP8_DYNAMIC (...)": the scheme as the summary names it.
 std::string scheme_name(const io::IntQuantSpec& spec);

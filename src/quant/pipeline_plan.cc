@@ -200,7 +200,7 @@ Status check_options(const QuantizeOptions& o) {
   return ok_status();
 }
 
-Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const models::ModelConfig& config) {
+PlanTarget decoder_target(const models::ModelConfig& config) {
   PlanTarget target;
   target.tied_head = config.tie_word_embeddings;
   target.vocab_size = config.vocab_size;
@@ -209,7 +209,11 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const models::Mode
     if (!t.linear) continue;  // the embedding, norms, MoE routers and shared-expert gates
     target.linears.push_back({t.name.substr(0, t.name.size() - 7), t.shape[0], t.shape[1]});
   }
-  return plan_quantization(o, target);
+  return target;
+}
+
+Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const models::ModelConfig& config) {
+  return plan_quantization(o, decoder_target(config));
 }
 
 Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const PlanTarget& target) {
@@ -297,19 +301,20 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const PlanTarget& 
   QS_ASSIGN_OR_RETURN(plan.quantization_config,
                       io::make_quantization_config(o.format, o.spec, dense, target.blocks));
   QS_RETURN_IF_ERROR(add_exceptions(o.format, o.spec, plan.layers, &plan.quantization_config));
+  for (const std::string& module : target.listed_16bit) {
+    plan.quantization_config["extra_config"][module] = {{"bits", 16},
+                                                        {"data_type", target.listed_data_type}};
+  }
   if (o.format == io::ExportFormat::kAutoRound) {
     json& qc = plan.quantization_config;
     if (o.iters == 0 && o.disable_opt_rtn) qc["model_free"] = true;  // §3.5: model-free mode
     // §3.5: tuning hyperparameters only where they differ from the tool's defaults (iters 0
-    // marks RTN / OPT-RTN); calibration ones only when calibration ran.
+    // marks RTN / OPT-RTN). nsamples, seqlen and batch_size never: auto-round 0.16 keeps them in
+    // its calibration context, which its serializer does not read (its checkpoints in
+    // tests/golden/fixtures/quant and vl_autoround carry none of them).
     if (o.iters != 200) qc["iters"] = o.iters;
-    if (o.iters > 0 || !o.disable_opt_rtn) {
-      if (o.nsamples != 128) qc["nsamples"] = o.nsamples;
-      if (o.seqlen != 2048) qc["seqlen"] = o.seqlen;
-      if (!o.amp) qc["amp"] = false;
-    }
+    if ((o.iters > 0 || !o.disable_opt_rtn) && !o.amp) qc["amp"] = false;
     if (o.iters > 0) {
-      if (o.batch_size != 8) qc["batch_size"] = o.batch_size;
       if (o.gradient_accumulate_steps != 1) {
         qc["gradient_accumulate_steps"] = o.gradient_accumulate_steps;
       }
