@@ -29,6 +29,16 @@ the config's 288-291), tokenizer_config.json with Qwen2.5-VL-Instruct's chat tem
 preprocessor_config.json (Qwen2VLImageProcessor, min/max pixels small enough that the test
 images take a few placeholders) and generation_config.json (Qwen2.5-VL's EOS ids).
 
+video_reference.safetensors (and video_reference.json: ids, greedy tokens, delta and the
+smallest top-2 logit margin of the greedy steps), for two prompts with a video of 3 x 4 x 2
+patches (t x h x w: 3 frames of 2 merged tokens), "video" (that video, one temporal patch every
+0.5 s, so 2 position ticks apart at the config's tokens_per_second of 4, and the text after it
+resuming at its start + max(h, w) / merge, inside the video's temporal span) and "image_video"
+(image 0, then the video at 0.75 s a temporal patch: 3 ticks apart), the same keys as above
+(<case>_image_embeds for an image, <case>_video_embeds for the video) and
+  video0_pixel_values [24, 1176], video0_grid_thw [3] i32   the tower's inputs
+  <case>_second_per_grid [1]        second_per_grid_ts, as get_rope_index and forward take it
+
 chat_reference.json / chat_reference.safetensors: transformers' processor and model end to end
 on chat messages holding chat_image_a.png (60 x 40) and chat_image_b.png (30 x 70):
 apply_chat_template's text, the processor's ids (each <|image_pad|> expanded to the grid's
@@ -136,22 +146,22 @@ def reinit(model, gen):
                 p.copy_(1.5 / math.sqrt(fan_in) * torch.randn(p.shape, generator=gen))
 
 
-def prompt_ids(texts, images):
-    """Text ids and images interleaved: texts[0] img0 texts[1] img1 ... texts[-1]."""
+def prompt_ids(texts, images, pad=None):
+    """Text ids and images interleaved: texts[0] img0 texts[1] img1 ... texts[-1]; `pad` names
+    each item's placeholder id (default: all images)."""
     ids = []
     for i, t in enumerate(texts):
         ids += t
         if i < len(images):
-            ids += [VISION_START] + [IMAGE_PAD] * images[i] + [VISION_END]
+            ids += [VISION_START] + [pad[i] if pad else IMAGE_PAD] * images[i] + [VISION_END]
     return ids
 
 
 @torch.no_grad()
-def greedy(model, ids, pixel_values, grids, types):
-    """One token per step over the cache, as an engine decodes."""
-    kwargs = {}
+def greedy(model, ids, pixel_values, grids, types, **kwargs):
+    """One token per step over the cache, as an engine decodes (kwargs: a video's inputs)."""
     if pixel_values is not None:
-        kwargs = dict(pixel_values=pixel_values, image_grid_thw=grids)
+        kwargs.update(pixel_values=pixel_values, image_grid_thw=grids)
     out = model(input_ids=ids, mm_token_type_ids=types, use_cache=True, **kwargs)
     past, logits = out.past_key_values, [out.logits[0, -1]]
     toks = [int(logits[-1].argmax())]
@@ -266,6 +276,54 @@ def chat_reference(model, model_dir):
     (OUT / "chat_reference.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
+@torch.no_grad()
+def video_reference(model, image_grid, image_pixels, video_grid, video_pixels):
+    """The video prompts: get_rope_index with second_per_grid_ts, the forward with
+    pixel_values_videos, greedy steps over the cache."""
+    ref = {"video0_pixel_values": video_pixels, "video0_grid_thw": video_grid.to(torch.int32)}
+    meta = {"transformers": transformers.__version__, "torch": torch.__version__}
+    n_image = int(image_grid.prod()) // 4
+    n_video = int(video_grid.prod()) // 4
+    cases = {  # texts, the items' placeholder ids, seconds per temporal patch
+        "video": ([[1, 17, 42], [99, 7, 123]], [VIDEO_PAD], 0.5),
+        "image_video": ([[1, 17], [42, 99], [7, 123, 55]], [IMAGE_PAD, VIDEO_PAD], 0.75),
+    }
+    for case, (texts, pads, seconds) in cases.items():
+        counts = [n_image if p == IMAGE_PAD else n_video for p in pads]
+        ids = torch.tensor([prompt_ids(texts, counts, pads)])
+        types = (ids == IMAGE_PAD).to(torch.int32) + 2 * (ids == VIDEO_PAD).to(torch.int32)
+        spg = torch.tensor([seconds])
+        video = dict(pixel_values_videos=video_pixels, video_grid_thw=video_grid[None],
+                     second_per_grid_ts=spg)
+        pv = image_pixels if IMAGE_PAD in pads else None
+        gt = image_grid[None] if IMAGE_PAD in pads else None
+        pos, delta = model.model.get_rope_index(ids, types, image_grid_thw=gt,
+                                                video_grid_thw=video_grid[None],
+                                                second_per_grid_ts=spg)
+        kwargs = dict(video, pixel_values=pv, image_grid_thw=gt) if pv is not None else video
+        logits = model(input_ids=ids, mm_token_type_ids=types, **kwargs).logits[0]
+        if pv is not None:
+            ref[f"{case}_image_embeds"] = model.model.visual(
+                pv, grid_thw=gt).pooler_output.contiguous()
+        ref[f"{case}_video_embeds"] = model.model.visual(
+            video_pixels, grid_thw=video_grid[None]).pooler_output.contiguous()
+        toks, glogits = greedy(model, ids, pv, gt, types, **video)
+        ref[f"{case}_ids"] = ids[0].to(torch.int32)
+        ref[f"{case}_second_per_grid"] = spg
+        ref[f"{case}_positions"] = pos[:, 0].to(torch.int32).contiguous()
+        ref[f"{case}_rope_delta"] = delta.reshape(1).to(torch.int32)
+        ref[f"{case}_logits"] = logits.contiguous()
+        ref[f"{case}_greedy"] = torch.tensor(toks, dtype=torch.int32)
+        ref[f"{case}_greedy_logits"] = glogits.contiguous()
+        top2 = glogits.topk(2, dim=-1).values
+        meta[case] = {"ids": ids[0].tolist(), "second_per_grid": seconds, "greedy": toks,
+                      "rope_delta": int(delta.reshape(-1)[0]),
+                      "greedy_min_top2_margin": float((top2[:, 0] - top2[:, 1]).min())}
+        print(case, meta[case], pos[:, 0].tolist())
+    save_file(ref, OUT / "video_reference.safetensors")
+    (OUT / "video_reference.json").write_text(json.dumps(meta, indent=1) + "\n")
+
+
 def main():
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1234)
@@ -294,6 +352,9 @@ def main():
 
     grids = [torch.tensor([1, 4, 6]), torch.tensor([1, 8, 4])]
     pixels = [torch.randn(int(g.prod()), 3 * 2 * 14 * 14, generator=gen) for g in grids]
+    # Drawn after the images' so that their pixels stay what they were.
+    video_grid = torch.tensor([3, 4, 2])
+    video_pixels = torch.randn(int(video_grid.prod()), 3 * 2 * 14 * 14, generator=gen)
     ref, meta = {}, {"transformers": transformers.__version__, "torch": torch.__version__}
     for i, (g, pv) in enumerate(zip(grids, pixels)):
         ref[f"image{i}_pixel_values"] = pv
@@ -330,6 +391,7 @@ def main():
         print(case, meta[case])
     save_file(ref, OUT / "reference.safetensors")
     (OUT / "reference.json").write_text(json.dumps(meta, indent=1) + "\n")
+    video_reference(model, grids[0], pixels[0], video_grid, video_pixels)
     write_tokenizer(model_dir)
     write_chat_images()
     chat_reference(model, model_dir)

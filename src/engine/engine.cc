@@ -33,12 +33,18 @@ struct Engine::Request {
   std::optional<OutputProcessor> output;
   StopChecker stop_checker;
   bool counted_prompt = false;  // prompt tokens added to the stats
-  // Images and videos: their placeholder runs [begin, end) in the prompt, their embeddings
-  // once encoded (first scheduled) [sum of runs, hidden], and for an M-RoPE model the
-  // prompt's 3-D positions and the delta its generated tokens add on every axis.
+  // Images, videos and clips; their embeddings once encoded (first scheduled) [rows, hidden],
+  // each item's vision rows then its audio rows, in prompt order; the prompt ranges those
+  // rows fill (a plain item's span is one range, a video with its sound track has one per
+  // chunk and stream); and for an M-RoPE model the prompt's 3-D positions and the delta its
+  // generated tokens add on every axis.
   std::vector<models::MultimodalItem> items;
-  std::vector<std::pair<int64_t, int64_t>> runs;
   std::vector<float> embeds;
+  struct EmbedRun {
+    int64_t begin = 0, end = 0;  // prompt positions [begin, end)
+    int64_t row = 0;             // take embeds rows [row, row + end - begin)
+  };
+  std::vector<EmbedRun> embed_runs;
   bool encoded = false;
   std::vector<int32_t> mrope;  // [3 * n_prompt]; empty: each axis at the 1-D position
   int32_t rope_delta = 0;
@@ -154,50 +160,35 @@ Status Engine::validate(const EngineRequest& r) const {
 Status Engine::validate_items(const EngineRequest& r) const {
   if (r.mm_items.empty()) return ok_status();
   const models::ModelConfig& c = model_.config();
-  const int64_t n = static_cast<int64_t>(r.prompt_ids.size());
   int64_t after = 0;  // items come in prompt order, apart
   for (const models::MultimodalItem& it : r.mm_items) {
-    if (it.audio) {
+    if (it.audio && it.video) return invalid_argument("an item that is both audio and video");
+    const bool sound = it.audio || it.audio_in_video();
+    if (sound) {
       if (config_.audio == nullptr) {
         return invalid_argument("the model takes no audio (it has no audio tower)");
       }
-      const int64_t tokens = config_.audio->tokens(it.frames);
-      if (c.audio_token_id < 0 || it.offset < after || tokens < 1 || it.offset + tokens > n) {
-        return invalid_argument("a sound clip outside the prompt's placeholders");
-      }
-      for (int64_t j = it.offset; j < it.offset + tokens; ++j) {
-        if (r.prompt_ids[j] != c.audio_token_id) {
-          return invalid_argument("a sound clip of " + std::to_string(tokens) +
-                                  " tokens over a prompt without that many placeholders");
-        }
-      }
-      if (!it.features ||
-          static_cast<int64_t>(it.features->size()) != it.frames * config_.audio->n_mels()) {
+      const int64_t values = it.features ? static_cast<int64_t>(it.features->size()) : 0;
+      if (it.frames < 1 || it.frames > values || values != it.frames * config_.audio->n_mels()) {
         return invalid_argument("a sound clip whose features do not fill its frames");
       }
-      after = it.offset + tokens;
-      continue;
     }
-    if (config_.vision == nullptr) {
+    if (!it.audio && config_.vision == nullptr) {
       return invalid_argument("the model takes no images or videos (it has no vision tower)");
     }
-    const int64_t m = config_.vision->merge_size();
-    const int32_t id = it.video ? c.video_token_id : c.image_token_id;
-    const int64_t tokens = it.grid.tokens(m);
-    if (id < 0 || it.offset < after || tokens < 1 || it.offset + tokens > n) {
-      return invalid_argument("an image or video outside the prompt's placeholders");
+    const models::MropeItem m = it.mrope_item(sound ? config_.audio->tokens(it.frames) : 0);
+    const int64_t lead = it.audio_in_video() ? 2 : 0;  // <|vision_bos|><|audio_bos|>
+    if (it.offset - lead < after) {
+      return invalid_argument("the prompt's items overlap or are out of prompt order");
     }
-    for (int64_t j = it.offset; j < it.offset + tokens; ++j) {
-      if (r.prompt_ids[j] != id) {
-        return invalid_argument("an image or video of " + std::to_string(tokens) +
-                                " tokens over a prompt without that many placeholders");
+    QS_RETURN_IF_ERROR(models::check_placeholders(r.prompt_ids, c, m));
+    if (!it.audio) {  // the grid is checked: the product is small
+      const int64_t values = it.grid.t * it.grid.h * it.grid.w * config_.vision->patch_values();
+      if (!it.pixels || static_cast<int64_t>(it.pixels->size()) != values) {
+        return invalid_argument("an image or video whose pixel values do not fill its grid");
       }
     }
-    const int64_t values = it.grid.t * it.grid.h * it.grid.w * config_.vision->patch_values();
-    if (!it.pixels || static_cast<int64_t>(it.pixels->size()) != values) {
-      return invalid_argument("an image or video whose pixel values do not fill its grid");
-    }
-    after = it.offset + tokens;
+    after = it.offset + m.span(c.vision_merge_size) + lead;
   }
   return ok_status();
 }
@@ -213,16 +204,31 @@ Status Engine::add_request(EngineRequest request) {
   auto r = std::make_unique<Request>(std::move(request), tokenizer_, eos_ids_);
   Request* raw = r.get();
   if (!raw->items.empty()) {
-    std::vector<models::VisionGrid> images, videos;
+    const models::ModelConfig& c = model_.config();
+    const std::vector<int32_t>& ids = raw->seq.tokens;
+    std::vector<models::MropeItem> placed;
+    int64_t row = 0;  // the item's first row in embeds
     for (const models::MultimodalItem& it : raw->items) {
-      const int64_t tokens = it.audio ? config_.audio->tokens(it.frames)
-                                      : it.grid.tokens(config_.vision->merge_size());
-      raw->runs.emplace_back(it.offset, it.offset + tokens);
-      if (!it.audio) (it.video ? videos : images).push_back(it.grid);
-      raw->seq.content.push_back({it.offset, it.offset + tokens, it.hash});
+      const bool sound = it.audio || it.audio_in_video();
+      placed.push_back(it.mrope_item(sound ? config_.audio->tokens(it.frames) : 0));
+      const int64_t end = it.offset + placed.back().span(c.vision_merge_size);
+      // A block that overlaps the span is keyed by the item's hash.
+      raw->seq.content.push_back({it.offset, end, it.hash});
+      // The k-th placeholder of each stream in the span takes that stream's k-th row.
+      int64_t vision_row = row,
+              audio_row = row + (it.audio ? 0 : it.grid.tokens(c.vision_merge_size));
+      for (int64_t j = it.offset; j < end;) {
+        int64_t e = j + 1;
+        while (e < end && ids[e] == ids[j]) ++e;
+        int64_t& next = ids[j] == c.audio_token_id ? audio_row : vision_row;
+        raw->embed_runs.push_back({j, e, next});
+        next += e - j;
+        j = e;
+      }
+      row += end - it.offset;
     }
-    if (!model_.config().mrope_section.empty()) {
-      auto p = models::mrope_positions(raw->seq.tokens, model_.config(), images, videos);
+    if (!c.mrope_section.empty()) {
+      auto p = models::mrope_positions(ids, c, placed);
       if (!p.ok()) return p.status().with_context("request " + id);
       raw->mrope = std::move(p->positions);
       raw->rope_delta = p->delta;
@@ -352,7 +358,7 @@ std::vector<RequestOutput> Engine::step() {
   if (plan.chunks.empty()) return outputs;
   const int64_t vocab = model_.config().vocab_size;
 
-  // Images and videos are encoded when their request is first scheduled; a request whose
+  // Images, videos and clips are encoded when their request is first scheduled; a request whose
   // encoding fails is aborted after this step (its chunk runs on the placeholders' own
   // embeddings meanwhile, so the batch's rows stay one per chunk).
   std::vector<Status> chunk_status(plan.chunks.size());
@@ -436,24 +442,31 @@ std::vector<RequestOutput> Engine::step() {
 
 Status Engine::encode_items(Request& r) {
   r.encoded = true;  // once, whatever the outcome
-  const int64_t hidden = model_.config().hidden_size;
-  std::vector<float> out;
-  for (size_t i = 0; i < r.items.size(); ++i) {  // in prompt order: the rows follow the runs
-    models::MultimodalItem& it = r.items[i];
-    if (it.audio) {
-      QS_RETURN_IF_ERROR(config_.audio->encode(it.features->data(), it.frames, &out, pool_));
-    } else {
-      const models::VisionGrid grid[] = {it.grid};
-      QS_RETURN_IF_ERROR(config_.vision->encode(it.pixels->data(), grid, &out, pool_));
-    }
-    const int64_t rows = r.runs[i].second - r.runs[i].first;
+  const int64_t hidden = model_.config().hidden_size, m = model_.config().vision_merge_size;
+  std::vector<float> out, embeds;
+  // In prompt order, each item's vision rows then its audio rows: the order embed_runs counts.
+  // Kept aside until all are there, so that a failed request never scatters a partial set.
+  auto append = [&](int64_t rows) -> Status {
     if (static_cast<int64_t>(out.size()) != rows * hidden) {
       return internal_error("an encoder's output does not fill its placeholders");
     }
-    r.embeds.insert(r.embeds.end(), out.begin(), out.end());
+    embeds.insert(embeds.end(), out.begin(), out.end());
+    return ok_status();
+  };
+  for (models::MultimodalItem& it : r.items) {
+    if (!it.audio) {
+      const models::VisionGrid grid[] = {it.grid};
+      QS_RETURN_IF_ERROR(config_.vision->encode(it.pixels->data(), grid, &out, pool_));
+      QS_RETURN_IF_ERROR(append(it.grid.tokens(m)));
+    }
+    if (it.audio || it.audio_in_video()) {
+      QS_RETURN_IF_ERROR(config_.audio->encode(it.features->data(), it.frames, &out, pool_));
+      QS_RETURN_IF_ERROR(append(config_.audio->tokens(it.frames)));
+    }
     it.pixels.reset();  // encoded: drop the inputs
     it.features.reset();
   }
+  r.embeds = std::move(embeds);
   return ok_status();
 }
 
@@ -483,14 +496,12 @@ void Engine::add_chunk(const ScheduledChunk& ch, const Request& r, models::Forwa
   batch->token_ids.insert(batch->token_ids.end(), first, first + ch.n_tokens);
   const int64_t hidden = model_.config().hidden_size, lo = ch.start_pos, hi = lo + ch.n_tokens;
   if (r.encoded && !r.embeds.empty()) {
-    int64_t row = 0;  // first embedding row of the current run
-    for (const auto& [begin, end] : r.runs) {
-      const int64_t a = std::max(begin, lo), b = std::min(end, hi);
+    for (const Request::EmbedRun& run : r.embed_runs) {
+      const int64_t a = std::max(run.begin, lo), b = std::min(run.end, hi);
       if (a < b) {
-        batch->embeddings.push_back(
-            {s.query_start + (a - lo), b - a, r.embeds.data() + (row + a - begin) * hidden});
+        batch->embeddings.push_back({s.query_start + (a - lo), b - a,
+                                     r.embeds.data() + (run.row + a - run.begin) * hidden});
       }
-      row += end - begin;
     }
   }
   if (model_.config().mrope_section.empty()) return;

@@ -54,7 +54,8 @@ struct EngineRequest {
   std::string id;
   std::vector<int32_t> prompt_ids;  // non-empty, BOS already in place if wanted
   SamplingParams params;
-  // Images and videos, each on its run of placeholders in prompt_ids, in prompt order.
+  // Images, videos and sound clips, each on its span of placeholders in prompt_ids, in prompt
+  // order (models/multimodal.h; a video with its sound track interleaves the two in its span).
   std::vector<models::MultimodalItem> mm_items;
 };
 
@@ -164,10 +165,10 @@ class Engine {
   // The request's next token from its logits (min_tokens, penalties, the sampler); touches
   // only the request and its logits row, so draws of different requests run in parallel.
   int32_t draw(Request& r, float* logits) const;
-  // The request's images and videos against its prompt and the model (a vision tower, the
-  // placeholder runs, the pixel counts).
+  // The request's items against its prompt and the model (the towers, the placeholders of
+  // each span as models::check_placeholders wants them, the pixel and feature counts).
   Status validate_items(const EngineRequest& r) const;
-  // Runs the vision tower over a request's items the first time it is scheduled.
+  // Runs the towers over a request's items the first time it is scheduled.
   Status encode_items(Request& r);
   // The forward batch of `chunks`, in order, M-RoPE positions axis-major.
   models::ForwardBatch make_batch(std::span<const ScheduledChunk> chunks) const;

@@ -106,6 +106,12 @@ struct ModelConfig {
   // tokens_per_second (the temporal position step of one second of video).
   int64_t vision_merge_size = 0;
   double vision_tokens_per_second = 0;
+  // Qwen2.5-Omni's thinker (TMRoPE, mrope.h): the temporal position ticks of one second of
+  // video, the seconds of one chunk when a video's placeholders interleave with its sound
+  // track's, and the ids around an audio clip (<|audio_bos|>, <|audio_eos|>; -1: none).
+  double position_id_per_seconds = 0;
+  double seconds_per_chunk = 0;
+  int32_t audio_start_token_id = -1, audio_end_token_id = -1;
 };
 
 // Parses a config.json object. Unknown architectures are an error that names them and lists

@@ -3,7 +3,8 @@
 // multimodal RoPE, whose head_dim / 2 frequencies are split into temporal, height and width
 // sections (rope_scaling / rope_parameters "mrope_section"); the towers' tensors (visual.*,
 // audio_tower.*) are the towers', and the prompt's placeholders are filled with their output
-// (ForwardBatch::embeddings).
+// (ForwardBatch::embeddings). Both read what their 3-D positions need (mrope.h): the merge size
+// and, for VL, tokens_per_second; for the thinker, TMRoPE's clock and the audio markers.
 #include "models/families.h"
 
 namespace qs::models {
@@ -83,6 +84,20 @@ Status parse_qwen2_5_omni_thinker_family(const nlohmann::json& config, ModelConf
   QS_ASSIGN_OR_RETURN(out->image_token_id, placeholder_id(config, "image_token_index"));
   QS_ASSIGN_OR_RETURN(out->video_token_id, placeholder_id(config, "video_token_index"));
   QS_ASSIGN_OR_RETURN(out->audio_token_id, placeholder_id(config, "audio_token_index"));
+  QS_ASSIGN_OR_RETURN(out->audio_start_token_id, placeholder_id(config, "audio_start_token_id"));
+  QS_ASSIGN_OR_RETURN(out->audio_end_token_id, placeholder_id(config, "audio_end_token_id"));
+  // TMRoPE's clock; absent fields take Qwen2_5OmniThinkerConfig's defaults (25 ticks a
+  // second, 2 s chunks), as transformers would.
+  QS_ASSIGN_OR_RETURN(auto per_second, json_double(config, "position_id_per_seconds"));
+  out->position_id_per_seconds = per_second.value_or(25.0);
+  if (!(out->position_id_per_seconds > 0 && out->position_id_per_seconds <= 1000)) {
+    return invalid_argument("config field 'position_id_per_seconds' must be above 0, to 1000");
+  }
+  QS_ASSIGN_OR_RETURN(auto chunk, json_double(config, "seconds_per_chunk"));
+  out->seconds_per_chunk = chunk.value_or(2.0);
+  if (!(out->seconds_per_chunk > 0 && out->seconds_per_chunk <= 3600)) {
+    return invalid_argument("config field 'seconds_per_chunk' must be above 0, to 3600");
+  }
   const auto audio = config.find("audio_config");
   if (audio == config.end() || !audio->is_object()) {
     return invalid_argument("a Qwen2.5-Omni thinker config needs its audio_config");

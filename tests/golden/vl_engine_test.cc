@@ -1,11 +1,13 @@
-// golden: images through the engine on the random tiny Qwen2.5-VL of tests/golden/fixtures/vl:
-// requests carrying their images (pixel values, grid, hash) next to text-only ones in the
-// same batches give transformers' greedy tokens (the tower runs once per request, its output
-// fills the placeholders of each prefill chunk, the M-RoPE positions and the decode delta are
-// the request's); the prefix cache shares blocks over an image only with a request whose image
-// has the same hash; requests whose images do not fit their placeholders are refused.
+// golden: images and videos through the engine on the random tiny Qwen2.5-VL of
+// tests/golden/fixtures/vl: requests carrying their images and videos (pixel values, grid,
+// seconds per temporal patch, hash) next to text-only ones in the same batches give
+// transformers' greedy tokens (the tower runs once per request, its output fills the
+// placeholders of each prefill chunk, the M-RoPE positions and the decode delta are the
+// request's); the prefix cache shares blocks over an image only with a request whose image has
+// the same hash; requests whose items do not fit their placeholders are refused.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -56,6 +58,29 @@ class VlEngine : public ::testing::Test {
     }
     return r;
   }
+  // A video prompt of video_reference.safetensors with its items (image 0, video 0).
+  engine::EngineRequest video_request(const std::string& id, const std::string& c,
+                                      uint64_t hash = 1) {
+    engine::EngineRequest r = testing::greedy_request(id, video_.i32(c + "_ids"), 6);
+    r.params.ignore_eos = true;
+    for (size_t t = 0; t < r.prompt_ids.size(); ++t) {
+      const int32_t id_t = r.prompt_ids[t];
+      if ((id_t != 290 && id_t != 291) || r.prompt_ids[t - 1] == id_t) continue;
+      if (id_t == 290) {
+        r.mm_items.push_back(image(0, static_cast<int64_t>(t), hash));
+        continue;
+      }
+      models::MultimodalItem it;
+      it.video = true;
+      const std::vector<int32_t> g = video_.i32("video0_grid_thw");
+      it.grid = {g[0], g[1], g[2], video_.f32(c + "_second_per_grid")[0]};
+      it.offset = static_cast<int64_t>(t);
+      it.pixels = std::make_shared<const std::vector<float>>(video_.f32("video0_pixel_values"));
+      it.hash = hash + 1;
+      r.mm_items.push_back(it);
+    }
+    return r;
+  }
   std::unique_ptr<engine::Engine> make(int64_t block_size = 16, int64_t budget = 2048) {
     engine::EngineConfig cfg;
     cfg.vision = tower_.get();
@@ -65,6 +90,7 @@ class VlEngine : public ::testing::Test {
   }
 
   testing::ReferenceTensors ref_{kDir / "reference.safetensors"};
+  testing::ReferenceTensors video_{kDir / "video_reference.safetensors"};
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<vision::Qwen25VisionTower> tower_;
   ThreadPool pool_{2};
@@ -82,6 +108,50 @@ TEST_F(VlEngine, ImageAndTextRequestsTogetherGiveTransformersGreedyTokens) {
     EXPECT_EQ(done.at("image").ids, i32("image_greedy")) << "budget " << budget;
     EXPECT_EQ(done.at("two").ids, i32("two_images_greedy")) << "budget " << budget;
   }
+}
+
+TEST_F(VlEngine, TowerEncodesAVideoAsTransformers) {
+  const std::vector<int32_t> g = video_.i32("video0_grid_thw");
+  const models::VisionGrid grid[] = {{g[0], g[1], g[2]}};
+  std::vector<float> out;
+  ASSERT_TRUE(tower_->encode(video_.f32("video0_pixel_values").data(), grid, &out, pool_).ok());
+  const std::vector<float> want = video_.f32("video_video_embeds");
+  ASSERT_EQ(out.size(), want.size());
+  EXPECT_EQ(testing::count_off(out.data(), want.data(), want.size()), 0);
+}
+
+TEST_F(VlEngine, VideoRequestsGiveTransformersGreedyTokens) {
+  // 5 tokens a step cut the video's run, and the image's, across chunks.
+  for (int64_t budget : {2048, 5}) {
+    auto e = make(16, budget);
+    ASSERT_TRUE(e->add_request(video_request("video", "video")).ok());
+    ASSERT_TRUE(e->add_request(video_request("both", "image_video", 20)).ok());
+    ASSERT_TRUE(e->add_request(request("text", "text")).ok());
+    const auto done = testing::run_to_completion(*e);
+    EXPECT_EQ(done.at("video").ids, video_.i32("video_greedy")) << "budget " << budget;
+    EXPECT_EQ(done.at("both").ids, video_.i32("image_video_greedy")) << "budget " << budget;
+    EXPECT_EQ(done.at("text").ids, i32("text_greedy")) << "budget " << budget;
+  }
+}
+
+TEST_F(VlEngine, VideosThatDoNotFitThePromptAreRefused) {
+  auto e = make();
+  engine::EngineRequest r = video_request("r", "video");
+  ASSERT_EQ(r.mm_items.size(), 1u);
+  r.mm_items[0].grid.t = 2;  // 4 tokens over a run of 6, and too few pixels
+  EXPECT_FALSE(e->add_request(r).ok());
+  r = video_request("r", "video");
+  r.mm_items[0].grid.seconds_per_t = std::nan("");
+  EXPECT_FALSE(e->add_request(r).ok());
+  r = video_request("r", "video");
+  r.mm_items[0].video = false;  // an image over video placeholders
+  EXPECT_FALSE(e->add_request(r).ok());
+  // A sound track on a model without an audio tower.
+  r = video_request("r", "video");
+  r.mm_items[0].frames = 4;
+  r.mm_items[0].features = std::make_shared<const std::vector<float>>(128 * 4, 0.0f);
+  EXPECT_FALSE(e->add_request(r).ok());
+  EXPECT_TRUE(e->add_request(video_request("ok", "video")).ok());
 }
 
 TEST_F(VlEngine, PrefixCacheKeysIncludeTheImage) {
