@@ -21,7 +21,7 @@ BUILD=build-san
 TARGETS=(safetensors checkpoint_index model_config quant_config generation_config tokenizer_json
          vocab_merges tiktoken sentencepiece chat_template llama2c quant_layouts gguf
          openai_request pth clip_tokenizer unigram_tokenizer png flux_pipeline images_request
-         sound_file ct2 transcriptions_request image_file chat_content)
+         sound_file ct2 transcriptions_request image_file chat_content video_file)
 
 dict_for() {
   case "$1" in
