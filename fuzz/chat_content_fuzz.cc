@@ -61,7 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const bool openai_format : {true, false}) {
     ChatMessages chat;
     const auto e = parse_chat_messages(
-        messages, openai_format, {"<|image_pad|>", "<|audio_bos|><|AUDIO|><|audio_eos|>"}, &chat);
+        messages, openai_format,
+        {"<|image_pad|>", "<|audio_bos|><|AUDIO|><|audio_eos|>", "<|video_pad|>"}, &chat);
     check_error(e);
     if (e) continue;
     QS_CHECK(chat.messages.size() == messages.size());

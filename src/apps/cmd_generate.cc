@@ -1,9 +1,10 @@
 // apps: `quantserve generate --model DIR --prompt TEXT [sampling flags]`: one completion,
 // streamed to stdout as it is generated (stdout holds the completion and nothing else);
 // load time and speeds go to stderr. Sampling defaults come from the checkpoint's
-// generation_config.json where the flags are absent, as vLLM does. `--image FILE` and
-// `--audio FILE` (repeatable) give a multimodal model (Qwen2.5-VL, Qwen2.5-Omni) images and
-// sound clips: a user message of image parts, then audio parts, then the prompt, through the
+// generation_config.json where the flags are absent, as vLLM does. `--image FILE`,
+// `--audio FILE` and `--video FILE` (repeatable) give a multimodal model (Qwen2.5-VL,
+// Qwen2.5-Omni) images, sound clips and videos: a user message of image parts, then audio
+// parts, then video parts, then the prompt, through the
 // model's chat template when it has one, else each item's marked placeholder
 // (<|vision_start|><|image_pad|><|vision_end|>, ...) on a line before the prompt; the
 // placeholders are then widened to the items' tokens, as the server's chat endpoint does.
@@ -51,10 +52,15 @@ Result<std::string> prompt_from_flags(const Flags& flags) {
   return text;
 }
 
-// The files of --image and --audio, decoded and processed with the checkpoint's
-// preprocessor config, images first.
+server::MediaConfigs configs(const MediaInputs& media) {
+  return {media.images.get(), media.clips.get(), media.videos.get()};
+}
+
+// The files of --image, --audio and --video, decoded and processed with the checkpoint's
+// preprocessor config.
 Result<std::vector<models::PlaceholderItem>> read_media(const std::vector<std::string>& images,
                                                         const std::vector<std::string>& clips,
+                                                        const std::vector<std::string>& videos,
                                                         const MediaInputs& media) {
   std::vector<models::PlaceholderItem> items;
   for (const std::string& path : images) {
@@ -69,6 +75,15 @@ Result<std::vector<models::PlaceholderItem>> read_media(const std::vector<std::s
                         audio::prepare_prompt_audio(bytes, path, *media.clips));
     items.push_back(audio::audio_placeholder(clip, *media.clips));
   }
+  for (const std::string& path : videos) {
+    QS_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+    vision::VideoPromptOptions options;  // 2 frames a second, as the server samples them
+    options.seconds = media.videos->seconds;
+    QS_ASSIGN_OR_RETURN(
+        vision::PromptVideo video,
+        vision::prepare_prompt_video(bytes, path, media.videos->processor, options));
+    items.push_back(vision::video_placeholder(video, *media.videos));
+  }
   return items;
 }
 
@@ -76,15 +91,17 @@ Result<std::vector<models::PlaceholderItem>> read_media(const std::vector<std::s
 // (`chat`: null when the model has none) as the server renders a user message of image parts,
 // audio parts and text, else raw with the placeholders first.
 Result<std::vector<int32_t>> media_prompt_ids(const std::string& prompt, size_t n_images,
-                                              size_t n_clips, const MediaInputs& media,
+                                              size_t n_clips, size_t n_videos,
+                                              const MediaInputs& media,
                                               const tok::Tokenizer& tokenizer,
                                               const tok::ChatTemplate* chat) {
   const server::MediaPlaceholders placeholders =
-      server::media_placeholders(tokenizer, media.images.get(), media.clips.get());
+      server::media_placeholders(tokenizer, configs(media));
   if (chat == nullptr) {
     std::string text;
     for (size_t i = 0; i < n_images; ++i) text += placeholders.image;
     for (size_t i = 0; i < n_clips; ++i) text += placeholders.audio;
+    for (size_t i = 0; i < n_videos; ++i) text += placeholders.video;
     return tokenizer.encode(text + prompt, /*add_special_tokens=*/true);
   }
   nlohmann::ordered_json parts = nlohmann::ordered_json::array();
@@ -93,6 +110,9 @@ Result<std::vector<int32_t>> media_prompt_ids(const std::string& prompt, size_t 
   }
   for (size_t i = 0; i < n_clips; ++i) {
     parts.push_back({{"type", "audio_url"}, {"audio_url", {{"url", "file://"}}}});
+  }
+  for (size_t i = 0; i < n_videos; ++i) {
+    parts.push_back({{"type", "video_url"}, {"video_url", {{"url", "file://"}}}});
   }
   parts.push_back({{"type", "text"}, {"text", prompt}});
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -125,29 +145,35 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(const std::string prompt, prompt_from_flags(flags));
   const std::vector<std::string> image_paths = flags.get_all("image");
   const std::vector<std::string> audio_paths = flags.get_all("audio");
+  const std::vector<std::string> video_paths = flags.get_all("video");
   MediaInputs media;
-  if (!image_paths.empty() || !audio_paths.empty()) {
+  if (!image_paths.empty() || !audio_paths.empty() || !video_paths.empty()) {
     QS_ASSIGN_OR_RETURN(media, load_media_inputs(dir, model->config()));
     if (!image_paths.empty() && media.vision == nullptr) {
       return invalid_argument(dir +
                               " has no vision tower: --image needs a vision-language "
                               "model (Qwen2.5-VL, Qwen2.5-Omni)");
     }
+    if (!video_paths.empty() && media.videos == nullptr) {
+      return invalid_argument(dir +
+                              " takes no videos: --video needs a vision-language model "
+                              "(Qwen2.5-VL, Qwen2.5-Omni)");
+    }
     if (!audio_paths.empty() && media.audio == nullptr) {
       return invalid_argument(dir + " has no audio tower: --audio needs Qwen2.5-Omni");
     }
     QS_ASSIGN_OR_RETURN(std::vector<models::PlaceholderItem> items,
-                        read_media(image_paths, audio_paths, media));
+                        read_media(image_paths, audio_paths, video_paths, media));
     Result<tok::ChatTemplate> chat = tok::ChatTemplate::from_model_dir(dir);
     if (!chat.ok() && (flags.get_bool("chat") || chat.status().code() != StatusCode::kNotFound))
       return chat.status();
-    QS_ASSIGN_OR_RETURN(request.prompt_ids,
-                        media_prompt_ids(prompt, image_paths.size(), audio_paths.size(), media,
-                                         *tokenizer, chat.ok() ? &*chat : nullptr));
+    QS_ASSIGN_OR_RETURN(
+        request.prompt_ids,
+        media_prompt_ids(prompt, image_paths.size(), audio_paths.size(), video_paths.size(), media,
+                         *tokenizer, chat.ok() ? &*chat : nullptr));
     QS_ASSIGN_OR_RETURN(
         request.mm_items,
-        models::expand_placeholders(&request.prompt_ids,
-                                    server::media_kinds(media.images.get(), media.clips.get()),
+        models::expand_placeholders(&request.prompt_ids, server::media_kinds(configs(media)),
                                     std::move(items)));
   } else if (flags.get_bool("chat")) {
     QS_ASSIGN_OR_RETURN(tok::ChatTemplate chat, tok::ChatTemplate::from_model_dir(dir));
@@ -234,6 +260,9 @@ int cmd_generate(const Args& args) {
       .add("audio",
            "a sound clip (WAV, FLAC, OGG, MP3, ...) for Qwen2.5-Omni; repeat for several. "
            "Resampled to the feature extractor's rate")
+      .add("video",
+           "a video (MP4, MOV, WebM, MKV, AVI, ...) for a vision-language model, sampled at 2 "
+           "frames a second; repeat for several")
       .add("ignore-eos", "keep generating past EOS", true);
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);

@@ -343,6 +343,7 @@ Status run(const Flags& flags) {
   info.max_logprobs = static_cast<int>(max_logprobs);
   info.images = media.images.get();
   info.audio = media.clips.get();
+  info.videos = media.videos.get();
   QS_ASSIGN_OR_RETURN(info.media, media_options(flags));
 
   engine::EngineConfig engine_config;
@@ -411,10 +412,10 @@ int cmd_serve(const Args& args) {
       .add("enable-prompt-tokens-details",
            "usage.prompt_tokens_details.cached_tokens: prompt tokens the prefix cache served", true)
       .add("limit-mm-per-prompt",
-           "images and audio clips one prompt may carry, as JSON: '{\"image\": 4, \"audio\": 1}' "
-           "(default 16 of each)")
+           "images, audio clips and videos one prompt may carry, as JSON: "
+           "'{\"image\": 4, \"audio\": 1, \"video\": 1}' (default 16 of each)")
       .add("allowed-local-media-path",
-           "a directory whose files chat requests may name as file:// image or audio URLs "
+           "a directory whose files chat requests may name as file:// image, audio or video URLs "
            "(default: none)")
       .add("max-audio-seconds", "Whisper: refuse recordings longer than this, from their header",
            false, "3600")

@@ -13,6 +13,11 @@ Result<MediaInputs> load_media_inputs(const std::string& dir, const models::Mode
                         vision::load_image_prompt_config(dir, config));
     out.vision = std::make_unique<vision::Qwen25VisionTower>(std::move(tower));
     out.images = std::make_unique<vision::ImagePromptConfig>(std::move(images));
+    if (config.video_token_id >= 0) {
+      QS_ASSIGN_OR_RETURN(vision::VideoPromptConfig videos,
+                          vision::load_video_prompt_config(dir, config));
+      out.videos = std::make_unique<vision::VideoPromptConfig>(std::move(videos));
+    }
   }
   if (config.audio_token_id >= 0) {
     QS_ASSIGN_OR_RETURN(audio::Qwen25OmniAudioTower tower, audio::Qwen25OmniAudioTower::load(dir));
@@ -45,6 +50,7 @@ Status media_limits_from_flag(const std::string& text, server::MediaOptions* opt
     }
     if (key == "image") out.max_images_per_prompt = value.get<int64_t>();
     if (key == "audio") out.max_audios_per_prompt = value.get<int64_t>();
+    if (key == "video") out.max_videos_per_prompt = value.get<int64_t>();
   }
   *options = out;
   return ok_status();

@@ -13,8 +13,8 @@ constexpr const char* kParam = "messages";
 
 // Part types vLLM knows that this server does not read.
 const std::set<std::string>& unsupported_part_types() {
-  static const std::set<std::string> kTypes = {
-      "image_pil", "image_embeds", "audio_embeds", "video_url", "file", "input_image", "refusal"};
+  static const std::set<std::string> kTypes = {"image_pil", "image_embeds", "audio_embeds",
+                                               "file",      "input_image",  "refusal"};
   return kTypes;
 }
 
@@ -45,7 +45,7 @@ std::optional<ApiError> input_audio_url(const Json& part, std::string* url) {
 }
 
 // The parts' order, for the "string" format's placeholder lines.
-enum class Media { kImage, kAudio };
+enum class Media { kImage, kAudio, kVideo };
 
 std::optional<ApiError> read_part(const Json& part, bool openai_format, Json* parts,
                                   std::vector<std::string>* texts, std::vector<Media>* media,
@@ -68,6 +68,15 @@ std::optional<ApiError> read_part(const Json& part, bool openai_format, Json* pa
     out->image_urls.push_back(std::move(*url));
     media->push_back(Media::kImage);
     if (openai_format) parts->push_back({{"type", "image"}});
+    return std::nullopt;
+  }
+  if (type == "video_url") {
+    std::optional<std::string> url = url_of(part, "video_url");
+    if (!url)
+      return bad_request("A video_url content part needs 'video_url': {'url': ...}.", kParam);
+    out->video_urls.push_back(std::move(*url));
+    media->push_back(Media::kVideo);
+    if (openai_format) parts->push_back({{"type", "video"}});
     return std::nullopt;
   }
   if (type == "input_audio" || type == "audio_url") {
@@ -140,10 +149,14 @@ std::optional<ApiError> parse_chat_messages(const Json& messages, bool openai_fo
     if (openai_format) {
       msg["content"] = std::move(parts);
     } else {
-      // vLLM's string format: a placeholder line per image or clip, then the text.
+      // vLLM's string format: a placeholder line per image, clip or video, then the text.
       std::string text;
-      for (const Media part : media)
-        text += (part == Media::kImage ? placeholders.image : placeholders.audio) + "\n";
+      for (const Media part : media) {
+        text += (part == Media::kImage   ? placeholders.image
+                 : part == Media::kAudio ? placeholders.audio
+                                         : placeholders.video) +
+                "\n";
+      }
       msg["content"] = text + joined;
       out->final_text = msg["content"].get<std::string>();
     }

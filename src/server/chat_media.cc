@@ -1,4 +1,4 @@
-// server: a chat request's images and sound clips (see chat_media.h).
+// server: a chat request's images, sound clips and videos (see chat_media.h).
 #include "server/chat_media.h"
 
 #include <string>
@@ -32,9 +32,9 @@ std::optional<ApiError> check_count(size_t count, bool model_takes_it, const cha
 
 }  // namespace
 
-MediaPlaceholders media_placeholders(const tok::Tokenizer& tokenizer,
-                                     const vision::ImagePromptConfig* images,
-                                     const audio::AudioPromptConfig* audio) {
+MediaPlaceholders media_placeholders(const tok::Tokenizer& tokenizer, const MediaConfigs& media) {
+  const vision::ImagePromptConfig* images = media.images;
+  const audio::AudioPromptConfig* audio = media.audio;
   MediaPlaceholders out;
   if (images != nullptr) {
     out.image = tokenizer.decode(
@@ -46,14 +46,19 @@ MediaPlaceholders media_placeholders(const tok::Tokenizer& tokenizer,
         {audio->audio_start_token_id, audio->audio_token_id, audio->audio_end_token_id},
         /*skip_special=*/false);
   }
+  if (media.videos != nullptr && images != nullptr) {  // videos share the images' markers
+    out.video = tokenizer.decode(
+        {images->vision_start_token_id, media.videos->video_token_id, images->vision_end_token_id},
+        /*skip_special=*/false);
+  }
   return out;
 }
 
-std::vector<models::PlaceholderKind> media_kinds(const vision::ImagePromptConfig* images,
-                                                 const audio::AudioPromptConfig* audio) {
+std::vector<models::PlaceholderKind> media_kinds(const MediaConfigs& media) {
   std::vector<models::PlaceholderKind> kinds;
-  if (images != nullptr) kinds.push_back({images->image_token_id, "image"});
-  if (audio != nullptr) kinds.push_back({audio->audio_token_id, "audio"});
+  if (media.images != nullptr) kinds.push_back({media.images->image_token_id, "image"});
+  if (media.audio != nullptr) kinds.push_back({media.audio->audio_token_id, "audio"});
+  if (media.videos != nullptr) kinds.push_back({media.videos->video_token_id, "video"});
   return kinds;
 }
 
@@ -64,6 +69,9 @@ std::optional<ApiError> prepare_chat_media(const ChatMessages& chat, const Model
     return e;
   if (auto e = check_count(chat.audio_urls.size(), model.audio != nullptr, "audio clips",
                            "audio tower", model.media.max_audios_per_prompt, "audio", model))
+    return e;
+  if (auto e = check_count(chat.video_urls.size(), model.videos != nullptr, "videos",
+                           "vision tower", model.media.max_videos_per_prompt, "video", model))
     return e;
   for (size_t i = 0; i < chat.image_urls.size(); ++i) {
     std::string bytes;
@@ -83,13 +91,25 @@ std::optional<ApiError> prepare_chat_media(const ChatMessages& chat, const Model
     if (!clip.ok()) return bad_request("Invalid audio: " + clip.status().message(), kMessages);
     items->push_back(audio::audio_placeholder(*clip, *model.audio));
   }
+  for (size_t i = 0; i < chat.video_urls.size(); ++i) {
+    std::string bytes;
+    if (auto e = load_media_url(chat.video_urls[i], model.media.allowed_local_media_path, &bytes))
+      return e;
+    vision::VideoPromptOptions options;  // 2 frames a second, as the Qwen chat templates ask
+    options.seconds = model.videos->seconds;
+    Result<vision::PromptVideo> video = vision::prepare_prompt_video(
+        bytes, "video " + std::to_string(i + 1), model.videos->processor, options);
+    if (!video.ok()) return bad_request("Invalid video: " + video.status().message(), kMessages);
+    items->push_back(vision::video_placeholder(*video, *model.videos));
+  }
   return std::nullopt;
 }
 
 std::optional<ApiError> expand_chat_media(const ModelInfo& model,
                                           std::vector<models::PlaceholderItem> items,
                                           Prompt* prompt) {
-  const std::vector<models::PlaceholderKind> kinds = media_kinds(model.images, model.audio);
+  const std::vector<models::PlaceholderKind> kinds =
+      media_kinds({model.images, model.audio, model.videos});
   if (kinds.empty()) return std::nullopt;
   Result<std::vector<models::MultimodalItem>> out =
       models::expand_placeholders(&prompt->ids, kinds, std::move(items));

@@ -1,7 +1,8 @@
-// server: the images and sound clips of a chat request, between parsing (chat_content.h) and
-// the engine: first the checks that need no decoding (a model with the tower the modality
+// server: the images, sound clips and videos of a chat request, between parsing (chat_content.h)
+// and the engine: first the checks that need no decoding (a model with the tower the modality
 // needs, vLLM's --limit-mm-per-prompt), then each part fetched (media_url.h) and processed
-// (vision::prepare_prompt_image, audio::prepare_prompt_audio), and, once the template has
+// (vision::prepare_prompt_image, audio::prepare_prompt_audio, vision::prepare_prompt_video),
+// and, once the template has
 // rendered and the text is tokenized, each placeholder widened to its item's tokens
 // (models::expand_placeholders). Every refusal is a 400 naming the part.
 #pragma once
@@ -15,17 +16,21 @@
 
 namespace qs::server {
 
-// What an image or a clip becomes in vLLM's "string" content format: the model's marker
-// tokens around its placeholder (empty for a modality the model lacks, a null config).
-MediaPlaceholders media_placeholders(const tok::Tokenizer& tokenizer,
-                                     const vision::ImagePromptConfig* images,
-                                     const audio::AudioPromptConfig* audio);
+// What a model takes besides text; a null config: not that modality.
+struct MediaConfigs {
+  const vision::ImagePromptConfig* images = nullptr;
+  const audio::AudioPromptConfig* audio = nullptr;
+  const vision::VideoPromptConfig* videos = nullptr;
+};
+
+// What an image, a clip or a video becomes in vLLM's "string" content format: the model's
+// marker tokens around its placeholder (empty for a modality the model lacks).
+MediaPlaceholders media_placeholders(const tok::Tokenizer& tokenizer, const MediaConfigs& media);
 
 // The placeholder tokens of the modalities the model takes.
-std::vector<models::PlaceholderKind> media_kinds(const vision::ImagePromptConfig* images,
-                                                 const audio::AudioPromptConfig* audio);
+std::vector<models::PlaceholderKind> media_kinds(const MediaConfigs& media);
 
-// The chat's images and clips, processed, in part order within each modality.
+// The chat's images, clips and videos, processed, in part order within each modality.
 std::optional<ApiError> prepare_chat_media(const ChatMessages& chat, const ModelInfo& model,
                                            std::vector<models::PlaceholderItem>* items);
 

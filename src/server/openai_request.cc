@@ -227,9 +227,9 @@ std::optional<ApiError> render_chat(const Json& body, const ModelInfo& model, Pr
   const bool openai_format =
       model.chat_template != nullptr && template_iterates_content(model.chat_template->source());
   ChatMessages chat;
-  if (auto e = parse_chat_messages(*it, openai_format,
-                                   media_placeholders(*model.tokenizer, model.images, model.audio),
-                                   &chat))
+  if (auto e = parse_chat_messages(
+          *it, openai_format,
+          media_placeholders(*model.tokenizer, {model.images, model.audio, model.videos}), &chat))
     return e;
   if (model.chat_template == nullptr) {
     return bad_request(

@@ -25,6 +25,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/image_prompt.h"
+#include "vision/video_prompt.h"
 
 namespace qs::server {
 
@@ -53,6 +54,7 @@ ApiError error_from_status(const Status& status);
 struct MediaOptions {
   int64_t max_images_per_prompt = 16;    // --limit-mm-per-prompt '{"image": N}'
   int64_t max_audios_per_prompt = 16;    // --limit-mm-per-prompt '{"audio": N}'
+  int64_t max_videos_per_prompt = 16;    // --limit-mm-per-prompt '{"video": N}'
   std::string allowed_local_media_path;  // --allowed-local-media-path; empty: no file:// URLs
 };
 
@@ -70,6 +72,8 @@ struct ModelInfo {
   const vision::ImagePromptConfig* images = nullptr;
   // Its sound-clip placeholders and feature extractor; null: it has no audio tower.
   const audio::AudioPromptConfig* audio = nullptr;
+  // Its video placeholder and processor; null: it takes no videos.
+  const vision::VideoPromptConfig* videos = nullptr;
   MediaOptions media;
 };
 

@@ -1,8 +1,8 @@
 // vision: images into a prompt for Qwen2-VL-family decoders, shared by the server's chat
 // endpoint and `generate --image`. An image's bytes become its patches, grid and placeholder
-// count (the checkpoint's preprocessor_config.json), and each placeholder token the chat template
-// wrote is expanded into grid.t * h * w / merge^2 copies, as transformers' Qwen2_5_VLProcessor
-// does, giving the engine one models::MultimodalItem per image at its run.
+// count (the checkpoint's preprocessor_config.json); models::expand_placeholders then widens each
+// placeholder token the chat template wrote into grid.t * h * w / merge^2 copies, as
+// transformers' Qwen2_5_VLProcessor does. The hash is core/content_hash.h's.
 #pragma once
 
 #include <cstdint>
@@ -43,22 +43,12 @@ struct PromptImage {
   int64_t width = 0, height = 0;                     // as decoded
 };
 
-// 64-bit FNV-1a of `bytes`, moved off 0 (the engine's "not cacheable").
-uint64_t image_source_hash(std::string_view bytes);
-
 // Decodes `bytes` (JPEG, PNG or WebP; `name` names it in errors) and runs the processor. An
 // image past options.max_pixels is refused from its header; sizes the processor refuses (an
 // aspect ratio past 200) are errors naming the image.
 Result<PromptImage> prepare_prompt_image(std::string_view bytes, const std::string& name,
                                          const Qwen2VLImageConfig& config,
                                          const ImageReadOptions& options = {});
-
-// Replaces the i-th `image_token_id` of *ids by images[i].n_tokens copies and returns one item
-// per image at the start of its run. The placeholders must be single tokens, as many as
-// images (a prompt that names <|image_pad|> itself, or a template that dropped an image, is an
-// error saying how many of each there were).
-Result<std::vector<models::MultimodalItem>> expand_image_placeholders(
-    std::vector<int32_t>* ids, int32_t image_token_id, std::span<const PromptImage> images);
 
 // The image as an item waiting for its placeholder (models::expand_placeholders).
 models::PlaceholderItem image_placeholder(const PromptImage& image,

@@ -1,6 +1,8 @@
 // vision: videos into a prompt (see video_prompt.h).
 #include "vision/video_prompt.h"
 
+#include "core/content_hash.h"
+
 #include <cmath>
 
 #include "vision/image_prompt.h"
@@ -15,6 +17,13 @@ Result<VideoPromptConfig> load_video_prompt_config(const std::string& dir,
   VideoPromptConfig out;
   out.video_token_id = config.video_token_id;
   QS_ASSIGN_OR_RETURN(out.processor, load_qwen2_vl_video_config(dir));
+  if (config.audio_token_id >= 0) {
+    // Qwen2_5OmniProcessor: its own video size (128 to 768 tokens of 28 x 28 pixels a frame)
+    // overrides the checkpoint's, and a temporal patch lasts temporal_patch_size / fps.
+    out.processor.image.min_pixels = 128 * 28 * 28;
+    out.processor.image.max_pixels = 768 * 28 * 28;
+    out.seconds = SecondsPerPatch::kRequestedFps;
+  }
   return out;
 }
 
@@ -53,7 +62,7 @@ Result<PromptVideo> prepare_prompt_video(std::string_view bytes, const std::stri
   }
   out.n_tokens = patches->n_tokens;
   out.pixels = std::make_shared<const std::vector<float>>(std::move(patches->pixel_values));
-  out.hash = image_source_hash(bytes);
+  out.hash = content_hash(bytes);
   out.width = video.info.width;
   out.height = video.info.height;
   out.fps = video.info.fps;
@@ -65,39 +74,16 @@ Result<PromptVideo> prepare_prompt_video(std::string_view bytes, const std::stri
   return out;
 }
 
-Result<std::vector<models::MultimodalItem>> expand_video_placeholders(
-    std::vector<int32_t>* ids, int32_t video_token_id, std::span<const PromptVideo> videos) {
-  size_t n_placeholders = 0;
-  for (const int32_t id : *ids) n_placeholders += id == video_token_id ? 1 : 0;
-  if (n_placeholders != videos.size()) {
-    return invalid_argument("the prompt has " + std::to_string(n_placeholders) +
-                            " video placeholder(s) for " + std::to_string(videos.size()) +
-                            " video(s)");
-  }
-  std::vector<models::MultimodalItem> items;
-  if (videos.empty()) return items;
-  size_t extra = 0;
-  for (const PromptVideo& v : videos) extra += static_cast<size_t>(v.n_tokens);
-  std::vector<int32_t> out;
-  out.reserve(ids->size() + extra);
-  size_t next = 0;
-  for (const int32_t id : *ids) {
-    if (id != video_token_id) {
-      out.push_back(id);
-      continue;
-    }
-    const PromptVideo& v = videos[next++];
-    models::MultimodalItem item;
-    item.video = true;
-    item.offset = static_cast<int64_t>(out.size());
-    item.grid = v.grid;
-    item.pixels = v.pixels;
-    item.hash = v.hash;
-    items.push_back(std::move(item));
-    out.insert(out.end(), static_cast<size_t>(v.n_tokens), video_token_id);
-  }
-  *ids = std::move(out);
-  return items;
+models::PlaceholderItem video_placeholder(const PromptVideo& video,
+                                          const VideoPromptConfig& config) {
+  models::PlaceholderItem p;
+  p.token_id = config.video_token_id;
+  p.n_tokens = video.n_tokens;
+  p.item.video = true;
+  p.item.grid = video.grid;
+  p.item.pixels = video.pixels;
+  p.item.hash = video.hash;
+  return p;
 }
 
 }  // namespace qs::vision

@@ -1,8 +1,7 @@
 // vision: videos into a prompt for Qwen2.5-VL and Qwen2.5-Omni, beside image_prompt.h. A
 // video's bytes become its sampled frames' patches, grid (with the seconds each temporal patch
-// spans, which M-RoPE's time axis reads) and placeholder count, and each <|video_pad|> the chat
-// template wrote is expanded into grid.t * h * w / merge^2 copies, giving the engine one
-// models::MultimodalItem{video = true} per video at its run.
+// spans, which M-RoPE's time axis reads) and placeholder count; models::expand_placeholders
+// widens each <|video_pad|> the chat template wrote into grid.t * h * w / merge^2 copies.
 #pragma once
 
 #include <cstdint>
@@ -16,21 +15,13 @@
 #include "core/status.h"
 #include "models/model_config.h"
 #include "models/multimodal.h"
+#include "models/placeholders.h"
 #include "vision/qwen2_vl_video_processor.h"
 #include "vision/video_file.h"
 
 namespace qs::vision {
 
 // What a checkpoint says about its video inputs.
-struct VideoPromptConfig {
-  int32_t video_token_id = -1;  // <|video_pad|>: one per video before expansion
-  Qwen2VLVideoConfig processor;
-};
-
-// The id from config.json and the processor as load_qwen2_vl_video_config finds it.
-Result<VideoPromptConfig> load_video_prompt_config(const std::string& dir,
-                                                   const models::ModelConfig& config);
-
 // How a temporal patch's length in seconds (VisionGrid::seconds_per_t) is computed.
 enum class SecondsPerPatch {
   // Qwen2_5_VLProcessor: temporal_patch_size / the sampled frame rate (frames kept over
@@ -39,6 +30,18 @@ enum class SecondsPerPatch {
   // Qwen2_5OmniProcessor: temporal_patch_size / the fps asked for (2 when none was).
   kRequestedFps,
 };
+
+struct VideoPromptConfig {
+  int32_t video_token_id = -1;  // <|video_pad|>: one per video before expansion
+  Qwen2VLVideoConfig processor;
+  // The processor's rule: kRequestedFps for a Qwen2.5-Omni thinker (a config with an audio
+  // token), kSampledRate for Qwen2.5-VL.
+  SecondsPerPatch seconds = SecondsPerPatch::kSampledRate;
+};
+
+// The id from config.json and the processor as load_qwen2_vl_video_config finds it.
+Result<VideoPromptConfig> load_video_prompt_config(const std::string& dir,
+                                                   const models::ModelConfig& config);
 
 struct VideoPromptOptions {
   // Frames sampled per second, as Qwen2.5-VL's and Omni's chat templates ask (fps = 2);
@@ -69,10 +72,9 @@ Result<PromptVideo> prepare_prompt_video(std::string_view bytes, const std::stri
                                          const Qwen2VLVideoConfig& config,
                                          const VideoPromptOptions& options = {});
 
-// Replaces the i-th `video_token_id` of *ids by videos[i].n_tokens copies and returns one item
-// (video = true) per video at the start of its run. The placeholders must be single tokens, as
-// many as videos; a mismatch is an error saying how many of each there were.
-Result<std::vector<models::MultimodalItem>> expand_video_placeholders(
-    std::vector<int32_t>* ids, int32_t video_token_id, std::span<const PromptVideo> videos);
+// The video as an item (video = true) waiting for its placeholder
+// (models::expand_placeholders).
+models::PlaceholderItem video_placeholder(const PromptVideo& video,
+                                          const VideoPromptConfig& config);
 
 }  // namespace qs::vision

@@ -198,7 +198,7 @@ TEST_F(VlChat, BadImagesAndLimitsAre400s) {
       "30000x30000");
   has(reject(one_image_body("data:image/png;base64,not base64!")), "not valid base64");
   has(reject(one_image_body("https://example.com/a.png")), "does not fetch remote media");
-  has(reject(one_image_body(a, "video_url")), "not supported");
+  has(reject(one_image_body(a, "image_embeds")), "not supported");
   has(reject(one_image_body(a, "mystery")), "Unknown part type");
   info_.media.max_images_per_prompt = 1;
   has(reject(chat_body("chat_two_images")), "At most 1 images");

@@ -1,7 +1,8 @@
-"""Images in /v1/chat/completions on the tiny random Qwen2.5-VL fixture, driven by the official
-openai client as vLLM serves Qwen2.5-VL: an image part as a data URL (or a file:// URL under
---allowed-local-media-path) gives transformers' greedy text (chat_reference.json), the same
-twice, the second time served from the prefix cache; every bad image or part is a 400 in the
+"""Images and videos in /v1/chat/completions on the tiny random Qwen2.5-VL fixture, driven by the
+official openai client as vLLM serves Qwen2.5-VL: an image part as a data URL (or a file:// URL
+under --allowed-local-media-path) gives transformers' greedy text (chat_reference.json), the
+same twice, the second time served from the prefix cache; so does a video_url part
+(fixtures/video/chat_reference.json); every bad image or part is a 400 in the
 error envelope, and the server stays healthy."""
 
 import base64
@@ -98,6 +99,23 @@ def test_two_images_and_a_file_url(vl):
         ref["greedy_text"]
 
 
+VIDEO_DIR = ROOT / "tests" / "golden" / "fixtures" / "video"
+VIDEO_REFERENCE = json.loads((VIDEO_DIR / "chat_reference.json").read_text())
+
+
+def test_a_video_url_gives_transformers_text_and_repeats_from_cache(vl):
+    ref = VIDEO_REFERENCE["vl_video"]
+    url = data_url((VIDEO_DIR / "pattern_rgb.mov").read_bytes(), "video/quicktime")
+    messages = user({"type": "video_url", "video_url": {"url": url}},
+                    {"type": "text", "text": "What moves?"})
+    first = greedy(vl, messages)
+    second = greedy(vl, messages)
+    assert first.choices[0].message.content == ref["greedy_text"]
+    assert second.choices[0].message.content == ref["greedy_text"]
+    assert first.usage.prompt_tokens == len(ref["ids"])
+    assert second.usage.prompt_tokens_details.cached_tokens > 0
+
+
 def test_text_only_requests_still_work(vl):
     r = vl.chat.completions.create(model=VL_NAME, messages=[{"role": "user", "content": "hi"}],
                                    max_tokens=4, temperature=0)
@@ -119,7 +137,7 @@ BAD = {
     "not base64": (user(image_part("data:image/png;base64,@@@@"), DESCRIBE), "not valid base64"),
     "not a base64 data URL": (user(image_part("data:image/png,raw")), "Only base64"),
     "unknown part type": (user({"type": "hologram", "hologram": {}}), "Unknown part type"),
-    "video part": (user({"type": "video_url", "video_url": {"url": "data:,"}}),
+    "embeddings part": (user({"type": "image_embeds", "image_embeds": "AAAA"}),
                    "not supported"),
     "remote URL": (user(image_part("https://example.com/cat.png")), "does not fetch"),
     "file outside the allowed path": (user(image_part("file:///etc/hostname")), "subpath"),

@@ -25,14 +25,14 @@ constexpr const char* kQwenVlLoop =
 
 ChatMessages parse_ok(const std::string& json, bool openai_format) {
   ChatMessages out;
-  auto e = parse_chat_messages(Json::parse(json), openai_format, {"<V>", "<A>"}, &out);
+  auto e = parse_chat_messages(Json::parse(json), openai_format, {"<V>", "<A>", "<W>"}, &out);
   EXPECT_FALSE(e) << (e ? e->message : "");
   return out;
 }
 
 ApiError parse_error(const std::string& json) {
   ChatMessages out;
-  auto e = parse_chat_messages(Json::parse(json), true, {"<V>", "<A>"}, &out);
+  auto e = parse_chat_messages(Json::parse(json), true, {"<V>", "<A>", "<W>"}, &out);
   EXPECT_TRUE(e.has_value()) << json;
   return e.value_or(ApiError{});
 }
@@ -80,6 +80,16 @@ TEST(ChatContent, StringFormatJoinsTextAfterAPlaceholderLinePerImage) {
             "a\nb");
 }
 
+TEST(ChatContent, VideoPartsBecomeUrlsAndVideoParts) {
+  const std::string json = R"([{"role": "user", "content": [
+      {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AAAA"}},
+      {"type": "text", "text": "a"}]}])";
+  const ChatMessages m = parse_ok(json, true);
+  EXPECT_EQ(m.video_urls, std::vector<std::string>{"data:video/mp4;base64,AAAA"});
+  EXPECT_EQ(m.messages[0]["content"].dump(), R"([{"type":"video"},{"type":"text","text":"a"}])");
+  EXPECT_EQ(parse_ok(json, false).messages[0]["content"], "<W>\na");
+}
+
 TEST(ChatContent, AudioPartsBecomeUrlsInPartOrder) {
   const std::string json = R"([{"role": "user", "content": [
       {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
@@ -111,11 +121,15 @@ TEST(ChatContent, AudioPartsBecomeUrlsInPartOrder) {
 TEST(ChatContent, BadPartsAreClear400s) {
   EXPECT_EQ(parse_error(R"([{"role": "user", "content": [{"type": "frobnicate"}]}])").message,
             "Unknown part type: frobnicate");
-  const ApiError video =
-      parse_error(R"([{"role": "user", "content": [{"type": "video_url", "video_url": {}}]}])");
-  EXPECT_NE(video.message.find("'video_url' are not supported"), std::string::npos);
-  EXPECT_EQ(video.http_status, 400);
-  EXPECT_EQ(video.param, "messages");
+  const ApiError embeds = parse_error(
+      R"([{"role": "user", "content": [{"type": "image_embeds", "image_embeds": ""}]}])");
+  EXPECT_NE(embeds.message.find("'image_embeds' are not supported"), std::string::npos);
+  EXPECT_EQ(embeds.http_status, 400);
+  EXPECT_EQ(embeds.param, "messages");
+  EXPECT_EQ(
+      parse_error(R"([{"role": "user", "content": [{"type": "video_url", "video_url": {}}]}])")
+          .param,
+      "messages");
   for (const char* bad :
        {R"([{"role": "user", "content": [{"type": "image_url"}]}])",
         R"([{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}])",

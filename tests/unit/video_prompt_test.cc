@@ -143,31 +143,20 @@ TEST(VideoPrompt, SecondsPerPatchAndPadding) {
   EXPECT_FALSE(vision::prepare_prompt_video(mov, "rgb.mov", config, options).ok());
 }
 
-TEST(VideoPrompt, PlaceholdersExpandToVideoItems) {
-  vision::PromptVideo a, b;
+TEST(VideoPrompt, AVideoBecomesAPlaceholderItemWithItsSecondsPerPatch) {
+  vision::PromptVideo a;
   a.n_tokens = 3;
   a.grid = {2, 2, 3, 0.5};
   a.hash = 11;
-  b.n_tokens = 2;
-  b.hash = 22;
-  const std::vector<vision::PromptVideo> videos = {a, b};
-  constexpr int32_t kPad = 151656;
-  std::vector<int32_t> ids = {1, kPad, 2, kPad, 3};
-  auto items = vision::expand_video_placeholders(&ids, kPad, videos);
-  ASSERT_TRUE(items.ok()) << items.status().to_string();
-  EXPECT_EQ(ids, (std::vector<int32_t>{1, kPad, kPad, kPad, 2, kPad, kPad, 3}));
-  ASSERT_EQ(items->size(), 2u);
-  EXPECT_TRUE((*items)[0].video);
-  EXPECT_EQ((*items)[0].offset, 1);
-  EXPECT_DOUBLE_EQ((*items)[0].grid.seconds_per_t, 0.5);
-  EXPECT_EQ((*items)[1].offset, 5);
-  EXPECT_EQ((*items)[1].hash, 22u);
-  std::vector<int32_t> one = {kPad};
-  auto mismatch = vision::expand_video_placeholders(&one, kPad, videos);
-  ASSERT_FALSE(mismatch.ok());
-  EXPECT_NE(mismatch.status().message().find("1 video placeholder(s) for 2 video(s)"),
-            std::string::npos);
-  EXPECT_EQ(one, std::vector<int32_t>{kPad});  // untouched on error
+  vision::VideoPromptConfig config;
+  config.video_token_id = 151656;
+  const models::PlaceholderItem item = vision::video_placeholder(a, config);
+  EXPECT_EQ(item.token_id, 151656);
+  EXPECT_EQ(item.n_tokens, 3);
+  EXPECT_TRUE(item.item.video);
+  EXPECT_FALSE(item.item.audio_in_video());
+  EXPECT_DOUBLE_EQ(item.item.grid.seconds_per_t, 0.5);
+  EXPECT_EQ(item.item.hash, 11u);
 }
 
 }  // namespace
