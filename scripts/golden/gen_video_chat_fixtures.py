@@ -6,6 +6,12 @@ the tiny Qwen2.5-VL (tests/golden/fixtures/vl/qwen2_5_vl) and Qwen2.5-Omni think
 The video is tests/golden/fixtures/video/pattern_rgb.mov (13 lossless 64 x 48 frames at 6 fps,
 made by gen_video_fixtures.py), decoded by transformers' read_video_pyav and sampled by the
 checkpoint's video processor at 2 frames a second, as vLLM's Qwen2.5-VL / Omni processors ask.
+"omni_video_audio" is pattern_h264.mp4 with its AAC track as the video's sound
+(use_audio_in_video: the track decoded apart, as vLLM passes it, PyAV's 16 kHz resampling in
+pattern_h264.audio_16k.f32), its placeholders interleaved in 2 s chunks by the processor; its
+case also stores the track's masked input_features, and samples at 1 frame a second
+(mm_processor_kwargs {"fps": 1}, 2 s a temporal patch) after a short system message of its
+own, to fit the tiny model's 512 positions.
 
 Writes tests/golden/fixtures/video/chat_reference.json / .safetensors, per case ("vl_video",
 "omni_video"): the template's text, the processor's ids (<|video_pad|> / <|VIDEO|> widened),
@@ -39,20 +45,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gen_omni_chat_fixtures as omni_chat  # noqa: E402
 import gen_vl_fixtures as vl  # noqa: E402
 
+# case: (model, chat template, processor, clip, its sound track as the video's audio)
 CASES = {
-    "vl_video": (FIX / "vl/qwen2_5_vl", vl.CHAT_TEMPLATE, "vl"),
-    "omni_video": (FIX / "omni/qwen2_5_omni_thinker", omni_chat.CHAT_TEMPLATE, "omni"),
+    "vl_video": (FIX / "vl/qwen2_5_vl", vl.CHAT_TEMPLATE, "vl", CLIP, False),
+    "omni_video": (FIX / "omni/qwen2_5_omni_thinker", omni_chat.CHAT_TEMPLATE, "omni", CLIP,
+                   False),
+    "omni_video_audio": (FIX / "omni/qwen2_5_omni_thinker", omni_chat.CHAT_TEMPLATE, "omni",
+                         OUT / "pattern_h264.mp4", True),
 }
 MESSAGES = [{"role": "user", "content": [
     {"type": "video"}, {"type": "text", "text": "What moves?"}]}]
+# A short system message of its own keeps the Omni template's long default one (170 byte-level
+# tokens here) out, so that the video with its sound fits the tiny model's 512 positions.
+SOUND_MESSAGES = [{"role": "system", "content": "Watch."}] + MESSAGES
 
 
-def render(template):
+def render(template, messages):
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[loopcontrols])
-    return env.from_string(template).render(messages=MESSAGES, add_generation_prompt=True)
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True)
 
 
 @torch.no_grad()
@@ -62,17 +75,17 @@ def main():
                               Qwen2_5OmniThinkerForConditionalGeneration, WhisperFeatureExtractor)
     from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
     from transformers.video_utils import VideoMetadata, read_video_pyav
-    frames, md = read_video_pyav(str(CLIP), sample_indices_fn=lambda metadata, **kw:
-                                 np.arange(metadata.total_num_frames))
-    meta = VideoMetadata(total_num_frames=md.total_num_frames, fps=md.fps, duration=md.duration,
-                         width=md.width, height=md.height)
-    ref, out = {}, {"transformers": transformers.__version__, "torch": torch.__version__,
-                    "video": CLIP.name}
-    for case, (model_dir, template, kind) in CASES.items():
+    ref, out = {}, {"transformers": transformers.__version__, "torch": torch.__version__}
+    for case, (model_dir, template, kind, clip, with_sound) in CASES.items():
+        frames, md = read_video_pyav(str(clip), sample_indices_fn=lambda metadata, **kw:
+                                     np.arange(metadata.total_num_frames))
+        meta = VideoMetadata(total_num_frames=md.total_num_frames, fps=md.fps,
+                             duration=md.duration, width=md.width, height=md.height)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         image_processor = AutoImageProcessor.from_pretrained(model_dir, backend="pil")
         video_processor = Qwen2VLVideoProcessor.from_pretrained(model_dir)
-        text = render(template)
+        messages = SOUND_MESSAGES if with_sound else MESSAGES
+        text = render(template, messages)
         if kind == "vl":
             processor = Qwen2_5_VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
                                             video_processor=video_processor,
@@ -86,10 +99,24 @@ def main():
                 tokenizer=tokenizer, chat_template=template)
             model = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(
                 model_dir, dtype=torch.float32, attn_implementation="eager").eval()
-        inputs = processor(text=[text], videos=[frames], video_metadata=[meta], fps=2.0,
-                           do_sample_frames=True, return_tensors="pt")
+        kwargs = {}
+        if with_sound:
+            # The track as vLLM hands it over, decoded apart: PyAV's 16 kHz resampling of it
+            # (gen_video_fixtures.py), the video's one audio slot.
+            sound = np.fromfile(OUT / "pattern_h264.audio_16k.f32", dtype="<f4")
+            kwargs = dict(audio=[sound], audio_from_video_indices=[0], load_audio_from_video=True)
+        # With its sound, at 1 frame a second (mm_processor_kwargs {"fps": 1}): 4 frames (the
+        # processor's minimum) of 10 s, 2 s a temporal patch, so that the two streams interleave
+        # over two chunks.
+        fps = 1.0 if with_sound else 2.0
+        inputs = processor(text=[text], videos=[frames], video_metadata=[meta], fps=fps,
+                           do_sample_frames=True, return_tensors="pt", **kwargs)
         inputs.pop("video_metadata", None)
-        res = model.generate(**inputs, max_new_tokens=N_GREEDY, do_sample=False,
+        gen_kwargs = {"use_audio_in_video": True} if with_sound else {}
+        if with_sound:
+            mask = inputs["feature_attention_mask"][0].bool()
+            ref[f"{case}_features"] = inputs["input_features"][0][:, :int(mask.sum())].contiguous()
+        res = model.generate(**inputs, **gen_kwargs, max_new_tokens=N_GREEDY, do_sample=False,
                              eos_token_id=None, pad_token_id=ENDOFTEXT, output_scores=True,
                              return_dict_in_generate=True)
         toks = res.sequences[0, inputs["input_ids"].shape[1]:].tolist()
@@ -103,7 +130,8 @@ def main():
         ref[f"{case}_pixel_values"] = pv[rows].contiguous()
         ref[f"{case}_grid_thw"] = inputs["video_grid_thw"].to(torch.int32).contiguous()
         ref[f"{case}_greedy"] = torch.tensor(toks, dtype=torch.int32)
-        out[case] = {"model": str(model_dir.relative_to(ROOT)), "messages": MESSAGES,
+        out[case] = {"model": str(model_dir.relative_to(ROOT)), "video": clip.name, "fps": fps,
+                     "use_audio_in_video": with_sound, "messages": messages,
                      "text": text, "ids": inputs["input_ids"][0].tolist(),
                      "video_grid_thw": inputs["video_grid_thw"].tolist(),
                      "second_per_grid_ts": [float(x) for x in torch.as_tensor(seconds).reshape(-1)],

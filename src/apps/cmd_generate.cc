@@ -27,6 +27,7 @@
 #include "server/chat_media.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "vision/video_sound.h"
 
 namespace qs::apps {
 namespace {
@@ -61,6 +62,7 @@ server::MediaConfigs configs(const MediaInputs& media) {
 Result<std::vector<models::PlaceholderItem>> read_media(const std::vector<std::string>& images,
                                                         const std::vector<std::string>& clips,
                                                         const std::vector<std::string>& videos,
+                                                        bool use_audio_in_video,
                                                         const MediaInputs& media) {
   std::vector<models::PlaceholderItem> items;
   for (const std::string& path : images) {
@@ -146,6 +148,7 @@ Status run(const Flags& flags) {
   const std::vector<std::string> image_paths = flags.get_all("image");
   const std::vector<std::string> audio_paths = flags.get_all("audio");
   const std::vector<std::string> video_paths = flags.get_all("video");
+  const bool use_audio_in_video = flags.get_bool("use-audio-in-video");
   MediaInputs media;
   if (!image_paths.empty() || !audio_paths.empty() || !video_paths.empty()) {
     QS_ASSIGN_OR_RETURN(media, load_media_inputs(dir, model->config()));
@@ -153,6 +156,9 @@ Status run(const Flags& flags) {
       return invalid_argument(dir +
                               " has no vision tower: --image needs a vision-language "
                               "model (Qwen2.5-VL, Qwen2.5-Omni)");
+    }
+    if (use_audio_in_video && media.audio == nullptr) {
+      return invalid_argument(dir + " has no audio tower: --use-audio-in-video needs Qwen2.5-Omni");
     }
     if (!video_paths.empty() && media.videos == nullptr) {
       return invalid_argument(dir +
@@ -162,8 +168,9 @@ Status run(const Flags& flags) {
     if (!audio_paths.empty() && media.audio == nullptr) {
       return invalid_argument(dir + " has no audio tower: --audio needs Qwen2.5-Omni");
     }
-    QS_ASSIGN_OR_RETURN(std::vector<models::PlaceholderItem> items,
-                        read_media(image_paths, audio_paths, video_paths, media));
+    QS_ASSIGN_OR_RETURN(
+        std::vector<models::PlaceholderItem> items,
+        read_media(image_paths, audio_paths, video_paths, use_audio_in_video, media));
     Result<tok::ChatTemplate> chat = tok::ChatTemplate::from_model_dir(dir);
     if (!chat.ok() && (flags.get_bool("chat") || chat.status().code() != StatusCode::kNotFound))
       return chat.status();
@@ -263,6 +270,10 @@ int cmd_generate(const Args& args) {
       .add("video",
            "a video (MP4, MOV, WebM, MKV, AVI, ...) for a vision-language model, sampled at 2 "
            "frames a second; repeat for several")
+      .add("use-audio-in-video",
+           "Qwen2.5-Omni: hear each --video's own sound track too (vLLM's "
+           "mm_processor_kwargs use_audio_in_video)",
+           true)
       .add("ignore-eos", "keep generating past EOS", true);
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);

@@ -17,11 +17,12 @@ Result<std::vector<MultimodalItem>> expand_placeholders(std::vector<int32_t>* id
   size_t extra = 0;
   for (PlaceholderItem& p : items) {
     auto q = queues.find(p.token_id);
-    if (q == queues.end() || p.n_tokens < 1) {
+    if (q == queues.end() || p.n_tokens < 1 ||
+        (!p.tokens.empty() && (p.lead < 0 || p.lead >= static_cast<int64_t>(p.tokens.size())))) {
       return invalid_argument("an item without a placeholder token of the model's");
     }
     q->second.push_back(&p);
-    extra += static_cast<size_t>(p.n_tokens);
+    extra += p.tokens.empty() ? static_cast<size_t>(p.n_tokens) : p.tokens.size();
   }
   for (const PlaceholderKind& k : kinds) {
     if (k.token_id < 0) continue;
@@ -46,9 +47,13 @@ Result<std::vector<MultimodalItem>> expand_placeholders(std::vector<int32_t>* id
     }
     PlaceholderItem& p = *q->second.front();
     q->second.pop_front();
-    p.item.offset = static_cast<int64_t>(out.size());
+    p.item.offset = static_cast<int64_t>(out.size()) + (p.tokens.empty() ? 0 : p.lead);
     out_items.push_back(std::move(p.item));
-    out.insert(out.end(), static_cast<size_t>(p.n_tokens), id);
+    if (p.tokens.empty()) {
+      out.insert(out.end(), static_cast<size_t>(p.n_tokens), id);
+    } else {
+      out.insert(out.end(), p.tokens.begin(), p.tokens.end());
+    }
   }
   *ids = std::move(out);
   return out_items;

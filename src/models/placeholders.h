@@ -24,6 +24,11 @@ struct PlaceholderItem {
   int32_t token_id = -1;  // the single token the template wrote for it
   int64_t n_tokens = 0;   // its copies after expansion
   MultimodalItem item;    // everything but `offset`, which the expansion sets
+  // When not empty, what the placeholder becomes instead of n_tokens copies of itself (a
+  // Qwen2.5-Omni video with its sound: <|audio_bos|>, the two streams' placeholders
+  // interleaved, <|audio_eos|>); the item's span starts `lead` tokens into it.
+  std::vector<int32_t> tokens;
+  int64_t lead = 0;
 };
 
 // Replaces the i-th occurrence of each kind's token in *ids by the n_tokens copies of the i-th

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "server/media_url.h"
+#include "vision/video_sound.h"
 
 namespace qs::server {
 namespace {
@@ -31,6 +32,30 @@ std::optional<ApiError> check_count(size_t count, bool model_takes_it, const cha
 }
 
 }  // namespace
+
+std::optional<ApiError> read_mm_processor_kwargs(const Json& body, MediaRequestOptions* out) {
+  constexpr const char* kParam = "mm_processor_kwargs";
+  auto it = body.find(kParam);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) return bad_request("'mm_processor_kwargs' must be an object.", kParam);
+  for (const auto& [key, value] : it->items()) {
+    if (key == "use_audio_in_video") {
+      if (!value.is_boolean())
+        return bad_request("mm_processor_kwargs.use_audio_in_video must be a boolean.", kParam);
+      out->use_audio_in_video = value.get<bool>();
+    } else if (key == "fps") {
+      if (!value.is_number() || !(value.get<double>() > 0) || value.get<double>() > 120)
+        return bad_request("mm_processor_kwargs.fps must be a number in (0, 120].", kParam);
+      out->fps = value.get<double>();
+    } else {
+      return bad_request("mm_processor_kwargs key '" + key +
+                             "' is not supported by quantserve (it reads use_audio_in_video and "
+                             "fps).",
+                         kParam);
+    }
+  }
+  return std::nullopt;
+}
 
 MediaPlaceholders media_placeholders(const tok::Tokenizer& tokenizer, const MediaConfigs& media) {
   const vision::ImagePromptConfig* images = media.images;
@@ -63,7 +88,14 @@ std::vector<models::PlaceholderKind> media_kinds(const MediaConfigs& media) {
 }
 
 std::optional<ApiError> prepare_chat_media(const ChatMessages& chat, const ModelInfo& model,
+                                           const MediaRequestOptions& options,
                                            std::vector<models::PlaceholderItem>* items) {
+  if (options.use_audio_in_video && !chat.video_urls.empty() && model.audio == nullptr) {
+    return bad_request("The model `" + model.served_model_name +
+                           "` cannot hear a video's sound (it has no audio tower): "
+                           "use_audio_in_video needs Qwen2.5-Omni.",
+                       "mm_processor_kwargs");
+  }
   if (auto e = check_count(chat.image_urls.size(), model.images != nullptr, "images",
                            "vision tower", model.media.max_images_per_prompt, "image", model))
     return e;
@@ -95,12 +127,22 @@ std::optional<ApiError> prepare_chat_media(const ChatMessages& chat, const Model
     std::string bytes;
     if (auto e = load_media_url(chat.video_urls[i], model.media.allowed_local_media_path, &bytes))
       return e;
-    vision::VideoPromptOptions options;  // 2 frames a second, as the Qwen chat templates ask
-    options.seconds = model.videos->seconds;
-    Result<vision::PromptVideo> video = vision::prepare_prompt_video(
-        bytes, "video " + std::to_string(i + 1), model.videos->processor, options);
+    vision::VideoPromptOptions sampling;  // 2 frames a second unless the request says
+    sampling.fps = options.fps;
+    sampling.seconds = model.videos->seconds;
+    const std::string name = "video " + std::to_string(i + 1);
+    Result<vision::PromptVideo> video =
+        vision::prepare_prompt_video(bytes, name, model.videos->processor, sampling);
     if (!video.ok()) return bad_request("Invalid video: " + video.status().message(), kMessages);
-    items->push_back(vision::video_placeholder(*video, *model.videos));
+    // As transformers: a silent video is seen only, even when its sound was asked for.
+    if (!options.use_audio_in_video || !video->has_audio) {
+      items->push_back(vision::video_placeholder(*video, *model.videos));
+      continue;
+    }
+    Result<models::PlaceholderItem> heard =
+        vision::video_with_sound_placeholder(*video, bytes, name, *model.videos, *model.audio);
+    if (!heard.ok()) return bad_request("Invalid video: " + heard.status().message(), kMessages);
+    items->push_back(std::move(*heard));
   }
   return std::nullopt;
 }

@@ -30,8 +30,18 @@ MediaPlaceholders media_placeholders(const tok::Tokenizer& tokenizer, const Medi
 // The placeholder tokens of the modalities the model takes.
 std::vector<models::PlaceholderKind> media_kinds(const MediaConfigs& media);
 
+// vLLM's per-request `mm_processor_kwargs` that this server reads: "use_audio_in_video"
+// (Qwen2.5-Omni hears each video's own sound track with it) and "fps" (video frames sampled a
+// second, 2 by default). Other keys are a 400.
+struct MediaRequestOptions {
+  bool use_audio_in_video = false;
+  double fps = 2.0;
+};
+std::optional<ApiError> read_mm_processor_kwargs(const Json& body, MediaRequestOptions* out);
+
 // The chat's images, clips and videos, processed, in part order within each modality.
 std::optional<ApiError> prepare_chat_media(const ChatMessages& chat, const ModelInfo& model,
+                                           const MediaRequestOptions& options,
                                            std::vector<models::PlaceholderItem>* items);
 
 // Widens the placeholders of prompt->ids and sets prompt->mm_items.

@@ -75,7 +75,6 @@ const std::set<std::string>& unsupported_fields() {
                                                 "functions",
                                                 "function_call",
                                                 "prompt_embeds",
-                                                "mm_processor_kwargs",
                                                 "kv_transfer_params",
                                                 "vllm_xargs",
                                                 "return_token_ids",
@@ -251,8 +250,10 @@ std::optional<ApiError> render_chat(const Json& body, const ModelInfo& model, Pr
     if (!k->is_object()) return type_error("chat_template_kwargs", "an object");
     kwargs = *k;
   }
+  MediaRequestOptions media_options;
+  if (auto e = read_mm_processor_kwargs(body, &media_options)) return e;
   std::vector<models::PlaceholderItem> media;
-  if (auto e = prepare_chat_media(chat, model, &media)) return e;
+  if (auto e = prepare_chat_media(chat, model, media_options, &media)) return e;
   Result<std::string> text =
       model.chat_template->render(chat.messages, add_generation_prompt, kwargs);
   if (!text.ok()) return bad_request("Chat template error: " + text.status().message());

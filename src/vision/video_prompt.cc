@@ -16,6 +16,7 @@ Result<VideoPromptConfig> load_video_prompt_config(const std::string& dir,
   }
   VideoPromptConfig out;
   out.video_token_id = config.video_token_id;
+  out.model = config;
   QS_ASSIGN_OR_RETURN(out.processor, load_qwen2_vl_video_config(dir));
   if (config.audio_token_id >= 0) {
     // Qwen2_5OmniProcessor: its own video size (128 to 768 tokens of 28 x 28 pixels a frame)

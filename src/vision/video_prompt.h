@@ -37,6 +37,8 @@ struct VideoPromptConfig {
   // The processor's rule: kRequestedFps for a Qwen2.5-Omni thinker (a config with an audio
   // token), kSampledRate for Qwen2.5-VL.
   SecondsPerPatch seconds = SecondsPerPatch::kSampledRate;
+  // The model's config: TMRoPE's clock, which lays out a video's sound track (video_sound.h).
+  models::ModelConfig model;
 };
 
 // The id from config.json and the processor as load_qwen2_vl_video_config finds it.

@@ -8,6 +8,7 @@
 // engine's greedy tokens equal generate()'s; `generate --video` prints the same text.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -95,19 +96,22 @@ class VideoChat : public ::testing::Test {
     ASSERT_TRUE(meta.ok());
     meta_ = *meta;
   }
-  std::string body(const std::string& url) const {
-    return Json{{"messages",
-                 {{{"role", "user"},
-                   {"content",
-                    {{{"type", "video_url"}, {"video_url", {{"url", url}}}},
-                     {{"type", "text"}, {"text", "What moves?"}}}}}}},
-                {"temperature", 0},
-                {"max_tokens", 8}}
-        .dump();
+  // The case's messages with its {"type": "video"} part as a video_url.
+  std::string body(const std::string& c, const std::string& url,
+                   const Json& kwargs = nullptr) const {
+    Json messages = Json::parse(meta_.at(c).at("messages").dump());
+    for (auto& m : messages) {
+      if (!m["content"].is_array()) continue;
+      for (auto& part : m["content"]) {
+        if (part["type"] == "video") part = {{"type", "video_url"}, {"video_url", {{"url", url}}}};
+      }
+    }
+    Json b = {{"messages", messages}, {"temperature", 0}, {"max_tokens", 8}};
+    if (!kwargs.is_null()) b["mm_processor_kwargs"] = kwargs;
+    return b.dump();
   }
-  std::string video_url() const {
-    return "data:video/quicktime;base64," +
-           server::base64_encode(testing::slurp((kDir / "pattern_rgb.mov").string()));
+  std::string video_url(const std::string& file = "pattern_rgb.mov") const {
+    return "data:video/mp4;base64," + server::base64_encode(testing::slurp((kDir / file).string()));
   }
   nlohmann::json meta_;
   testing::ReferenceTensors ref_{(kDir / "chat_reference.safetensors").string()};
@@ -115,13 +119,18 @@ class VideoChat : public ::testing::Test {
 };
 
 TEST_F(VideoChat, VideoPartsGiveTransformersIdsPixelsAndGreedyTokens) {
-  for (const std::string c : {"vl_video", "omni_video"}) {
+  for (const std::string c : {"vl_video", "omni_video", "omni_video_audio"}) {
     SCOPED_TRACE(c);
+    const nlohmann::json& m = meta_.at(c);
     Served s;
-    load((kRoot / meta_.at(c).at("model").get<std::string>()).string(), &s);
+    load((kRoot / m.at("model").get<std::string>()).string(), &s);
+    // The sound-track case as vLLM is asked for it: mm_processor_kwargs.
+    const bool heard = m.at("use_audio_in_video").get<bool>();
+    const Json kwargs = heard ? Json{{"use_audio_in_video", true}, {"fps", m.at("fps")}} : Json();
     server::GenerationRequest r;
-    auto e =
-        server::parse_generation_request(server::Endpoint::kChat, body(video_url()), s.info, &r);
+    auto e = server::parse_generation_request(
+        server::Endpoint::kChat, body(c, video_url(m.at("video").get<std::string>()), kwargs),
+        s.info, &r);
     ASSERT_FALSE(e) << e->message;
     const server::Prompt& p = r.prompts.at(0);
     EXPECT_EQ(p.text, meta_.at(c).at("text").get<std::string>());
@@ -149,7 +158,8 @@ TEST_F(VideoChat, VideoPartsGiveTransformersIdsPixelsAndGreedyTokens) {
       for (int64_t k = 0; k < width; ++k)
         max_diff = std::max(max_diff, std::abs(got[k] - want[i * width + k]));
     }
-    EXPECT_LE(max_diff, 1e-5f);  // a lossless clip: float rounding only
+    // The lossless clip: float rounding only; H.264: Debian's and PyAV's decoders agree.
+    EXPECT_LE(max_diff, 1e-5f);
     double sum = 0, abs_sum = 0;
     for (const float x : *v.pixels) {
       sum += x;
@@ -158,14 +168,27 @@ TEST_F(VideoChat, VideoPartsGiveTransformersIdsPixelsAndGreedyTokens) {
     const double n = static_cast<double>(v.pixels->size());
     EXPECT_NEAR(sum, meta_.at(c).at("pixel_sum").get<double>(), 1e-5 * n);
     EXPECT_NEAR(abs_sum, meta_.at(c).at("pixel_abs_sum").get<double>(), 1e-5 * n);
+    EXPECT_EQ(v.audio_in_video(), heard);
+    if (heard) {
+      // The track's frames, decoded from the MP4 by FFmpeg here and by PyAV there.
+      const std::vector<float> f = ref_.f32(c + "_features");
+      ASSERT_EQ(v.features->size(), f.size());
+      float fdiff = 0;
+      for (size_t i = 0; i < f.size(); ++i)
+        fdiff = std::max(fdiff, std::abs((*v.features)[i] - f[i]));
+      EXPECT_LE(fdiff, 1e-4f);
+      std::printf("%s: sound track of %lld frames, max |features - transformers'| %.3g\n",
+                  c.c_str(), static_cast<long long>(v.frames), fdiff);
+    }
     engine::EngineConfig cfg;
     cfg.vision = s.vision.get();
     cfg.audio = s.audio.get();
-    auto engine = testing::make_engine(*s.model, s.tokenizer.get(), {}, pool_, 512, cfg);
+    auto engine = testing::make_engine(*s.model, s.tokenizer.get(), {}, pool_, 1024, cfg);
     engine::EngineRequest req = testing::greedy_request("r", p.ids, 8);
     req.params.ignore_eos = true;
     req.mm_items = p.mm_items;
-    ASSERT_TRUE(engine->add_request(std::move(req)).ok());
+    const Status added = engine->add_request(std::move(req));
+    ASSERT_TRUE(added.ok()) << added.to_string();
     const auto done = testing::run_to_completion(*engine);
     EXPECT_EQ(done.at("r").ids, ref_.i32(c + "_greedy"));
   }
@@ -192,17 +215,24 @@ TEST_F(VideoChat, BadVideosAndLimitsAre400s) {
     EXPECT_NE(e->message.find(what), std::string::npos) << e->message;
   };
   const std::string mov = testing::slurp((kDir / "pattern_rgb.mov").string());
-  reject(body("data:video/mp4;base64," + server::base64_encode(mov.substr(0, mov.size() / 3))),
+  reject(body("vl_video",
+              "data:video/mp4;base64," + server::base64_encode(mov.substr(0, mov.size() / 3))),
          "Invalid video");
-  reject(body("data:video/mp4;base64," + server::base64_encode("plain text, not a video")),
-         "Invalid video");
-  reject(body("data:video/mp4;base64,@@@@"), "not valid base64");
-  reject(body("https://example.com/a.mp4"), "does not fetch");
+  reject(
+      body("vl_video", "data:video/mp4;base64," + server::base64_encode("plain text, not a video")),
+      "Invalid video");
+  reject(body("vl_video", "data:video/mp4;base64,@@@@"), "not valid base64");
+  reject(body("vl_video", "https://example.com/a.mp4"), "does not fetch");
   s.info.media.max_videos_per_prompt = 0;
-  reject(body(video_url()), "At most 0 videos");
+  reject(body("vl_video", video_url()), "At most 0 videos");
+  s.info.media.max_videos_per_prompt = 16;
+  reject(body("vl_video", video_url(), Json{{"use_audio_in_video", true}}), "no audio tower");
+  reject(body("vl_video", video_url(), Json{{"size", 3}}), "not supported");
+  reject(body("vl_video", video_url(), Json{{"fps", 0}}), "fps");
+  reject(body("vl_video", video_url(), Json{{"use_audio_in_video", "yes"}}), "boolean");
   s.info.media.max_videos_per_prompt = 16;
   s.info.videos = nullptr;
-  reject(body(video_url()), "does not accept videos");
+  reject(body("vl_video", video_url()), "does not accept videos");
 }
 
 }  // namespace

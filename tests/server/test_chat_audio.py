@@ -108,6 +108,24 @@ def test_audio_url_and_the_string_format_system_prompt(omni):
         ref["greedy_text"]
 
 
+VIDEO_DIR = ROOT / "tests" / "golden" / "fixtures" / "video"
+VIDEO_REFERENCE = json.loads((VIDEO_DIR / "chat_reference.json").read_text())
+
+
+def test_a_video_heard_with_its_sound_track_gives_transformers_text(omni):
+    ref = VIDEO_REFERENCE["omni_video_audio"]
+    url = "data:video/mp4;base64," + b64((VIDEO_DIR / ref["video"]).read_bytes())
+    messages = [{"role": "system", "content": "Watch."},
+                user({"type": "video_url", "video_url": {"url": url}},
+                     {"type": "text", "text": "What moves?"})[0]]
+    r = omni.chat.completions.create(
+        model=NAME, messages=messages, max_tokens=8, temperature=0,
+        extra_body={"ignore_eos": True,
+                    "mm_processor_kwargs": {"use_audio_in_video": True, "fps": ref["fps"]}})
+    assert r.choices[0].message.content == ref["greedy_text"]
+    assert r.usage.prompt_tokens == len(ref["ids"])
+
+
 BAD = {
     "corrupt clip": (user(audio_part(CLIP[:40])), "Invalid audio"),
     "not a sound file": (user(audio_part(b"hello, this is text")), "Invalid audio"),

@@ -70,6 +70,30 @@ TEST(Placeholders, EveryKindsCountMustMatchItsItems) {
   EXPECT_TRUE(none->empty());
 }
 
+TEST(Placeholders, AnExplicitExpansionReplacesThePlaceholderAndStartsTheSpanAtItsLead) {
+  // A video heard with its sound: <|audio_bos|>, two video, one audio, one video, <|audio_eos|>.
+  constexpr int32_t kVideo = 291, kBos = 293, kEos = 294;
+  const std::vector<PlaceholderKind> kinds = {{kVideo, "video"}, {kAudio, "audio"}};
+  PlaceholderItem v;
+  v.token_id = kVideo;
+  v.n_tokens = 3;
+  v.item.video = true;
+  v.tokens = {kBos, kVideo, kVideo, kAudio, kVideo, kEos};
+  v.lead = 1;
+  std::vector<int32_t> ids = {1, 288, kVideo, 289, 2, kAudio};
+  auto items = expand_placeholders(&ids, kinds, {v, clip(2, 5)});
+  ASSERT_TRUE(items.ok()) << items.status().to_string();
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 288, kBos, kVideo, kVideo, kAudio, kVideo, kEos, 289, 2,
+                                       kAudio, kAudio}));
+  ASSERT_EQ(items->size(), 2u);
+  EXPECT_EQ((*items)[0].offset, 3);  // the first video placeholder, after <|audio_bos|>
+  EXPECT_EQ((*items)[1].offset, 10);
+  // A lead outside the tokens is refused.
+  v.lead = 6;
+  std::vector<int32_t> again = {kVideo};
+  EXPECT_FALSE(expand_placeholders(&again, kinds, {v}).ok());
+}
+
 TEST(Placeholders, ItemsOfAnUnlistedKindOrWithoutTokensAreRefused) {
   std::vector<int32_t> ids = {kAudio};
   const std::vector<PlaceholderKind> images_only = {{kImage, "image"}};
