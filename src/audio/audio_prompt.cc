@@ -7,21 +7,8 @@
 #include "audio/qwen2_5_omni_audio.h"
 #include "audio/sound_file.h"
 #include "core/content_hash.h"
-#include "core/json.h"
 
 namespace qs::audio {
-
-namespace {
-
-Result<int32_t> audio_marker_id(const nlohmann::json& config, const char* key,
-                                const std::string& source) {
-  QS_ASSIGN_OR_RETURN(auto v, json_integral(config, key, source));
-  if (!v) return -1;
-  QS_RETURN_IF_ERROR(json_check_range(*v, 0, INT32_MAX, key, source));
-  return static_cast<int32_t>(*v);
-}
-
-}  // namespace
 
 Result<AudioPromptConfig> load_audio_prompt_config(const std::string& dir,
                                                    const models::ModelConfig& config) {
@@ -30,15 +17,9 @@ Result<AudioPromptConfig> load_audio_prompt_config(const std::string& dir,
   }
   AudioPromptConfig out;
   out.audio_token_id = config.audio_token_id;
+  out.audio_start_token_id = config.audio_start_token_id;
+  out.audio_end_token_id = config.audio_end_token_id;
   const std::filesystem::path root(dir);
-  const std::string path = (root / "config.json").string();
-  QS_ASSIGN_OR_RETURN(nlohmann::json json, read_json(path));
-  // A full Omni checkpoint nests the thinker's fields.
-  const nlohmann::json* fields = &json;
-  if (auto it = json.find("thinker_config"); it != json.end() && it->is_object()) fields = &*it;
-  QS_ASSIGN_OR_RETURN(out.audio_start_token_id,
-                      audio_marker_id(*fields, "audio_start_token_id", path));
-  QS_ASSIGN_OR_RETURN(out.audio_end_token_id, audio_marker_id(*fields, "audio_end_token_id", path));
   std::error_code ec;
   if (std::filesystem::exists(root / "preprocessor_config.json", ec)) {
     QS_ASSIGN_OR_RETURN(out.features, load_log_mel_config(dir));
