@@ -33,20 +33,23 @@ struct Engine::Request {
   std::optional<OutputProcessor> output;
   StopChecker stop_checker;
   bool counted_prompt = false;  // prompt tokens added to the stats
-  // Images, videos and clips; their embeddings once encoded (first scheduled) [rows, hidden],
-  // each item's vision rows then its audio rows, in prompt order; the prompt ranges those
-  // rows fill (a plain item's span is one range, a video with its sound track has one per
-  // chunk and stream); and for an M-RoPE model the prompt's 3-D positions and the delta its
-  // generated tokens add on every axis.
+  // Images, videos and clips; per item its span's end and its embeddings once encoded
+  // [rows, hidden], its vision rows then its audio rows; the prompt ranges those rows fill (a
+  // plain item's span is one range, a video with its sound track has one per chunk and
+  // stream); and for an M-RoPE model the prompt's 3-D positions and the delta its generated
+  // tokens add on every axis. An item is encoded when a chunk first reaches its span, so one
+  // whose rows the prefix cache holds is never encoded at all.
   std::vector<models::MultimodalItem> items;
-  std::vector<float> embeds;
+  std::vector<int64_t> item_ends;
+  std::vector<std::vector<float>> item_rows;  // empty: not encoded
   struct EmbedRun {
     int64_t begin = 0, end = 0;  // prompt positions [begin, end)
-    int64_t row = 0;             // take embeds rows [row, row + end - begin)
+    size_t item = 0;             // take item_rows[item] rows [row, row + end - begin)
+    int64_t row = 0;
   };
   std::vector<EmbedRun> embed_runs;
-  bool encoded = false;
-  std::vector<int32_t> mrope;  // [3 * n_prompt]; empty: each axis at the 1-D position
+  bool items_scheduled = false;  // its first chunk counted the items the prefix cache held
+  std::vector<int32_t> mrope;    // [3 * n_prompt]; empty: each axis at the 1-D position
   int32_t rope_delta = 0;
 };
 
@@ -207,25 +210,25 @@ Status Engine::add_request(EngineRequest request) {
     const models::ModelConfig& c = model_.config();
     const std::vector<int32_t>& ids = raw->seq.tokens;
     std::vector<models::MropeItem> placed;
-    int64_t row = 0;  // the item's first row in embeds
-    for (const models::MultimodalItem& it : raw->items) {
+    raw->item_rows.resize(raw->items.size());
+    for (size_t i = 0; i < raw->items.size(); ++i) {
+      const models::MultimodalItem& it = raw->items[i];
       const bool sound = it.audio || it.audio_in_video();
       placed.push_back(it.mrope_item(sound ? config_.audio->tokens(it.frames) : 0));
       const int64_t end = it.offset + placed.back().span(c.vision_merge_size);
+      raw->item_ends.push_back(end);
       // A block that overlaps the span is keyed by the item's hash.
       raw->seq.content.push_back({it.offset, end, it.hash});
       // The k-th placeholder of each stream in the span takes that stream's k-th row.
-      int64_t vision_row = row,
-              audio_row = row + (it.audio ? 0 : it.grid.tokens(c.vision_merge_size));
+      int64_t vision_row = 0, audio_row = it.audio ? 0 : it.grid.tokens(c.vision_merge_size);
       for (int64_t j = it.offset; j < end;) {
         int64_t e = j + 1;
         while (e < end && ids[e] == ids[j]) ++e;
         int64_t& next = ids[j] == c.audio_token_id ? audio_row : vision_row;
-        raw->embed_runs.push_back({j, e, next});
+        raw->embed_runs.push_back({j, e, i, next});
         next += e - j;
         j = e;
       }
-      row += end - it.offset;
     }
     if (!c.mrope_section.empty()) {
       auto p = models::mrope_positions(ids, c, placed);
@@ -358,13 +361,20 @@ std::vector<RequestOutput> Engine::step() {
   if (plan.chunks.empty()) return outputs;
   const int64_t vocab = model_.config().vocab_size;
 
-  // Images, videos and clips are encoded when their request is first scheduled; a request whose
-  // encoding fails is aborted after this step (its chunk runs on the placeholders' own
-  // embeddings meanwhile, so the batch's rows stay one per chunk).
+  // Images, videos and clips are encoded when a chunk first reaches their span (never, when
+  // the prefix cache holds it); a request whose encoding fails is aborted after this step (its
+  // chunk runs on the placeholders' own embeddings meanwhile, so the batch's rows stay one per
+  // chunk).
   std::vector<Status> chunk_status(plan.chunks.size());
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    Request& r = *requests_.at(plan.chunks[i].seq->id);
-    if (!r.items.empty() && !r.encoded) chunk_status[i] = encode_items(r);
+    const ScheduledChunk& ch = plan.chunks[i];
+    Request& r = *requests_.at(ch.seq->id);
+    if (r.items.empty()) continue;
+    if (!r.items_scheduled) {
+      r.items_scheduled = true;
+      for (const int64_t end : r.item_ends) stats_.mm_items_cached += end <= ch.start_pos ? 1 : 0;
+    }
+    chunk_status[i] = encode_items(r, ch.start_pos, ch.start_pos + ch.n_tokens);
   }
   models::ForwardBatch batch = make_batch(plan.chunks);
   const int64_t n_rows = static_cast<int64_t>(batch.token_ids.size());
@@ -440,20 +450,24 @@ std::vector<RequestOutput> Engine::step() {
   return outputs;
 }
 
-Status Engine::encode_items(Request& r) {
-  r.encoded = true;  // once, whatever the outcome
+Status Engine::encode_items(Request& r, int64_t lo, int64_t hi) {
   const int64_t hidden = model_.config().hidden_size, m = model_.config().vision_merge_size;
-  std::vector<float> out, embeds;
-  // In prompt order, each item's vision rows then its audio rows: the order embed_runs counts.
-  // Kept aside until all are there, so that a failed request never scatters a partial set.
-  auto append = [&](int64_t rows) -> Status {
-    if (static_cast<int64_t>(out.size()) != rows * hidden) {
-      return internal_error("an encoder's output does not fill its placeholders");
+  for (size_t i = 0; i < r.items.size(); ++i) {
+    models::MultimodalItem& it = r.items[i];
+    if (!r.item_rows[i].empty() || r.item_ends[i] <= lo || it.offset >= hi) continue;
+    if (!it.pixels && !it.features) {
+      return internal_error("an item's inputs are gone before it was encoded");
     }
-    embeds.insert(embeds.end(), out.begin(), out.end());
-    return ok_status();
-  };
-  for (models::MultimodalItem& it : r.items) {
+    // The item's vision rows then its audio rows: the order embed_runs counts. Kept aside until
+    // both are there, so that a failed item never scatters a partial set.
+    std::vector<float> out, rows;
+    auto append = [&](int64_t n) -> Status {
+      if (static_cast<int64_t>(out.size()) != n * hidden) {
+        return internal_error("an encoder's output does not fill its placeholders");
+      }
+      rows.insert(rows.end(), out.begin(), out.end());
+      return ok_status();
+    };
     if (!it.audio) {
       const models::VisionGrid grid[] = {it.grid};
       QS_RETURN_IF_ERROR(config_.vision->encode(it.pixels->data(), grid, &out, pool_));
@@ -463,10 +477,11 @@ Status Engine::encode_items(Request& r) {
       QS_RETURN_IF_ERROR(config_.audio->encode(it.features->data(), it.frames, &out, pool_));
       QS_RETURN_IF_ERROR(append(config_.audio->tokens(it.frames)));
     }
+    r.item_rows[i] = std::move(rows);
     it.pixels.reset();  // encoded: drop the inputs
     it.features.reset();
+    ++stats_.mm_items_encoded;
   }
-  r.embeds = std::move(embeds);
   return ok_status();
 }
 
@@ -495,13 +510,12 @@ void Engine::add_chunk(const ScheduledChunk& ch, const Request& r, models::Forwa
   const auto first = ch.seq->tokens.begin() + ch.start_pos;
   batch->token_ids.insert(batch->token_ids.end(), first, first + ch.n_tokens);
   const int64_t hidden = model_.config().hidden_size, lo = ch.start_pos, hi = lo + ch.n_tokens;
-  if (r.encoded && !r.embeds.empty()) {
-    for (const Request::EmbedRun& run : r.embed_runs) {
-      const int64_t a = std::max(run.begin, lo), b = std::min(run.end, hi);
-      if (a < b) {
-        batch->embeddings.push_back({s.query_start + (a - lo), b - a,
-                                     r.embeds.data() + (run.row + a - run.begin) * hidden});
-      }
+  for (const Request::EmbedRun& run : r.embed_runs) {
+    const int64_t a = std::max(run.begin, lo), b = std::min(run.end, hi);
+    const std::vector<float>& rows = r.item_rows[run.item];
+    if (a < b && !rows.empty()) {  // empty: its encoding failed, and so does this chunk
+      batch->embeddings.push_back(
+          {s.query_start + (a - lo), b - a, rows.data() + (run.row + a - run.begin) * hidden});
     }
   }
   if (model_.config().mrope_section.empty()) return;

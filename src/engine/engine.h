@@ -111,6 +111,10 @@ struct EngineStats {
   // per layer per step): their ratio is how many tokens share each read of an expert.
   int64_t moe_routed_slots = 0;
   int64_t moe_expert_reads = 0;
+  // Multimodal items (images, videos, clips) run through their towers, and those whose rows the
+  // prefix cache already held, so that their towers never ran.
+  int64_t mm_items_encoded = 0;
+  int64_t mm_items_cached = 0;
   // kv_cache_usage_perc, in [0, 1].
   double kv_cache_usage() const {
     return kv_blocks_total > 0 ? static_cast<double>(kv_blocks_used) / kv_blocks_total : 0.0;
@@ -169,7 +173,9 @@ class Engine {
   // each span as models::check_placeholders wants them, the pixel and feature counts).
   Status validate_items(const EngineRequest& r) const;
   // Runs the towers over a request's items the first time it is scheduled.
-  Status encode_items(Request& r);
+  // Runs the towers of the items whose spans overlap prompt positions [lo, hi) and are not
+  // encoded yet.
+  Status encode_items(Request& r, int64_t lo, int64_t hi);
   // The forward batch of `chunks`, in order, M-RoPE positions axis-major.
   models::ForwardBatch make_batch(std::span<const ScheduledChunk> chunks) const;
   // Appends one chunk's rows: its tokens, the embeddings of the placeholders it covers and,

@@ -264,11 +264,15 @@ TEST_F(OmniTmrope, PrefixCacheKeysTheVideoAndItsSoundByTheirHash) {
   const auto same = testing::run_to_completion(*e);
   EXPECT_EQ(same.at("b").num_cached_tokens, (n - 1) / 4 * 4);
   EXPECT_EQ(same.at("b").ids, first.at("a").ids);
+  // The cache held every row of the video and its sound: neither tower ran for "b".
+  EXPECT_EQ(e->stats().mm_items_encoded, 1);
+  EXPECT_EQ(e->stats().mm_items_cached, 1);
   // Another hash: only the block before the span (which starts at token 5) is shared.
   ASSERT_TRUE(e->add_request(request("c", "audio_in_video", 8)).ok());
   const auto other = testing::run_to_completion(*e);
   EXPECT_EQ(other.at("c").num_cached_tokens, 4);
   EXPECT_EQ(other.at("c").ids, first.at("a").ids);  // the same inputs, whatever the hash
+  EXPECT_EQ(e->stats().mm_items_encoded, 2);
 }
 
 TEST_F(OmniTmrope, ItemsThatDoNotFitTheirPlaceholdersAreRefused) {
