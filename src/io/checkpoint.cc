@@ -103,6 +103,22 @@ Result<Checkpoint> Checkpoint::open(const std::string& dir, const std::string& b
   return ckpt;
 }
 
+Result<Checkpoint> Checkpoint::rooted(const std::string& prefix) const {
+  Checkpoint view;
+  view.dir_ = dir_;
+  view.root_ = root_ + prefix;
+  view.metadata_ = metadata_;
+  // The names are sorted, so those under the prefix are one run.
+  for (auto it = tensors_.lower_bound(prefix);
+       it != tensors_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    view.tensors_.emplace_hint(view.tensors_.end(), it->first.substr(prefix.size()), it->second);
+  }
+  if (view.tensors_.empty()) {
+    return not_found(dir_ + ": no tensor is stored under '" + view.root_ + "'");
+  }
+  return view;
+}
+
 std::vector<std::string> Checkpoint::names() const {
   std::vector<std::string> out;
   out.reserve(tensors_.size());
@@ -112,7 +128,7 @@ std::vector<std::string> Checkpoint::names() const {
 
 Result<Tensor> Checkpoint::get(const std::string& name) const {
   auto it = tensors_.find(name);
-  if (it == tensors_.end()) return not_found(dir_ + ": tensor '" + name + "' not found");
+  if (it == tensors_.end()) return not_found(dir_ + ": tensor '" + root_ + name + "' not found");
   return it->second.tensor;
 }
 
@@ -120,8 +136,8 @@ Result<Tensor> Checkpoint::get(const std::string& name,
                                const std::vector<int64_t>& expected) const {
   QS_ASSIGN_OR_RETURN(Tensor t, get(name));
   if (t.shape != expected) {
-    return invalid_argument((fs::path(dir_) / file_of(name)).string() + ": tensor '" + name +
-                            "' has shape " + shape_string(t.shape) + ", expected " +
+    return invalid_argument((fs::path(dir_) / file_of(name)).string() + ": tensor '" + root_ +
+                            name + "' has shape " + shape_string(t.shape) + ", expected " +
                             shape_string(expected));
   }
   return t;

@@ -34,6 +34,16 @@ class Checkpoint {
   // there, else "model".
   static std::string base_name(const std::string& dir);
 
+  // The tensors stored under `prefix` ("thinker."), named without it: the view a model kept
+  // inside a larger checkpoint (a full Qwen2.5-Omni's thinker, beside its talker and
+  // token2wav) is read through, so that every reader asks for the names it always uses
+  // ("model.layers.0.self_attn.q_proj.weight"). Tensors stay views of the same mapping;
+  // file_of() and every message still name the tensor as stored. An error when no tensor
+  // has the prefix.
+  Result<Checkpoint> rooted(const std::string& prefix) const;
+  // The prefix this view strips ("" for a whole checkpoint).
+  const std::string& root() const { return root_; }
+
   const std::string& dir() const { return dir_; }
   bool has(const std::string& name) const { return tensors_.count(name) > 0; }
   std::vector<std::string> names() const;  // sorted
@@ -53,6 +63,7 @@ class Checkpoint {
     std::string file;
   };
   std::string dir_;
+  std::string root_;
   std::map<std::string, Entry> tensors_;
   std::map<std::string, std::string> metadata_;
 };

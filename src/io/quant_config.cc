@@ -340,10 +340,17 @@ Result<QuantConfig> load_quant_config(const std::string& dir, const json& config
 }
 
 formats::QuantScheme QuantConfig::scheme_for(const std::string& module) const {
+  const std::string stored = root_ + module;
   for (const auto& rule : rules_) {
-    if (rule->matches(module)) return rule->scheme;
+    if (rule->matches(stored) || (!root_.empty() && rule->matches(module))) return rule->scheme;
   }
   return default_;
+}
+
+QuantConfig QuantConfig::rooted(const std::string& prefix) const {
+  QuantConfig c = *this;
+  c.root_ = root_ + prefix;
+  return c;
 }
 
 std::string QuantConfig::summary() const {
@@ -351,6 +358,7 @@ std::string QuantConfig::summary() const {
   std::string out = method_;
   if (!format_.empty()) out += " (" + format_ + ")";
   out += " " + scheme_text(default_) + ", from " + source_;
+  if (!root_.empty()) out += ", read under '" + root_ + "'";
   return out;
 }
 

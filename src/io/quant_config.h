@@ -42,6 +42,16 @@ class QuantConfig {
   // compressed-tensors config_groups targets, GPTQModel `dynamic` (+:/-: regex), lm_head.
   formats::QuantScheme scheme_for(const std::string& module) const;
 
+  // The same config read by a model whose tensors sit under `prefix` in the checkpoint (a
+  // full Qwen2.5-Omni's "thinker.", see io::Checkpoint::rooted). The producers write module
+  // names as stored (block_name_to_quantize "thinker.model.layers", extra_config
+  // "thinker.lm_head"); the model asks by its own names ("model.layers.0.mlp.up_proj",
+  // "lm_head"). scheme_for() then tries each rule on the stored name and on the model's own
+  // (our implied rules, "lm_head" and the default blocks, speak the model's names); a name
+  // written for another part of the checkpoint (talker.) matches neither.
+  QuantConfig rooted(const std::string& prefix) const;
+  const std::string& root() const { return root_; }
+
   // One line for logs: "auto-round (auto_round:auto_gptq) int4 g128 sym, from config.json".
   std::string summary() const;
 
@@ -52,6 +62,7 @@ class QuantConfig {
  private:
   friend Result<QuantConfig> parse_quant_config(const nlohmann::json&, const std::string&);
   std::string method_, source_, format_;
+  std::string root_;  // see rooted()
   std::vector<std::string> notes_;
   formats::QuantScheme default_;
   std::vector<std::shared_ptr<const Rule>> rules_;  // per-layer overrides, in priority order

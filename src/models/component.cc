@@ -5,6 +5,7 @@
 
 #include "core/json.h"
 #include "models/linear_loader.h"
+#include "models/model_root.h"
 
 namespace qs::models {
 
@@ -13,9 +14,17 @@ namespace fs = std::filesystem;
 Result<Component> Component::open_config(const std::string& dir) {
   Component c;
   c.dir_ = dir;
-  QS_ASSIGN_OR_RETURN(c.config_, read_json((fs::path(dir) / "config.json").string()));
-  if (!c.config_.is_object()) return invalid_argument(dir + "/config.json: not a JSON object");
-  QS_ASSIGN_OR_RETURN(io::QuantConfig quant, io::load_quant_config(dir, c.config_));
+  const std::string path = (fs::path(dir) / "config.json").string();
+  QS_ASSIGN_OR_RETURN(nlohmann::json file, read_json(path));
+  if (!file.is_object()) return invalid_argument(path + ": not a JSON object");
+  // A full Qwen2.5-Omni directory: the towers are the thinker's, configured by thinker_config
+  // and stored under "thinker."; its quantization_config sits at the top of the file.
+  auto root = find_model_root(file);
+  if (!root.ok()) return root.status().with_context(path);
+  c.config_ = *root->config;
+  c.root_ = root->tensor_prefix;
+  QS_ASSIGN_OR_RETURN(io::QuantConfig quant, io::load_quant_config(dir, file));
+  if (!c.root_.empty()) quant = quant.rooted(c.root_);
   c.quant_ = std::make_shared<const io::QuantConfig>(std::move(quant));
   return c;
 }
@@ -25,6 +34,9 @@ Result<Component> Component::open(const std::string& dir) {
   // diffusers saves diffusion_pytorch_model.*, transformers (the text encoders) model.*.
   QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt,
                       io::Checkpoint::open(dir, io::Checkpoint::base_name(dir)));
+  if (!c.root_.empty()) {
+    QS_ASSIGN_OR_RETURN(ckpt, ckpt.rooted(c.root_));
+  }
   c.ckpt_ = std::make_shared<const io::Checkpoint>(std::move(ckpt));
   if (c.quant_->quantized())
     c.loader_ = std::make_shared<models::LinearLoader>(*c.ckpt_, *c.quant_);

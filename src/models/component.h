@@ -6,7 +6,9 @@
 // folder, the tensor and the expected and found shapes. A component whose config carries a
 // quantization_config (an AutoRound W4A16 transformer/, as auto-round exports FLUX) has its linears
 // built by the LLM loader (models/linear_loader.h), so every layout and kernel of the text models
-// serves it too.
+// serves it too. In a full Qwen2.5-Omni directory the component is the thinker
+// (models/model_root.h): config() is thinker_config and the tensors are read under "thinker.",
+// so the towers ask for "visual.*" and "audio_tower.*" as in a thinker-only checkpoint.
 #pragma once
 
 #include <memory>
@@ -34,7 +36,10 @@ class Component {
   bool has_weights() const { return ckpt_ != nullptr; }
 
   const std::string& dir() const { return dir_; }
+  // config.json, or the part of it that configures this component (thinker_config).
   const nlohmann::json& config() const { return config_; }
+  // The prefix of this component's tensors in the directory ("thinker."; "" for the whole).
+  const std::string& tensor_prefix() const { return root_; }
   bool has(const std::string& name) const { return ckpt_ && ckpt_->has(name); }
   const io::Checkpoint& checkpoint() const { return *ckpt_; }  // has_weights() only
   // Detected from config.json's quantization_config (or quantization_config.json); none for
@@ -60,6 +65,7 @@ class Component {
 
  private:
   std::string dir_;
+  std::string root_;
   nlohmann::json config_;
   // Shared so that a Component can be moved: the loader keeps references to both.
   std::shared_ptr<const io::Checkpoint> ckpt_;

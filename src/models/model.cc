@@ -157,18 +157,53 @@ void fused_expert(const io::Checkpoint& ckpt, const ModelConfig& c, int64_t i, i
   }
 }
 
+// The checkpoint's tensors as the model names them. For a model kept inside a larger
+// checkpoint (ModelConfig::tensor_prefix) that is the view rooted at its prefix; the parts
+// stored beside it are counted into config->skipped_parts and reported as not run, and
+// tensors outside every part are warned about as any unexpected tensor is.
+Result<io::Checkpoint> open_model_tensors(const std::string& dir, ModelConfig* config) {
+  QS_ASSIGN_OR_RETURN(io::Checkpoint stored, io::Checkpoint::open(dir));
+  if (config->tensor_prefix.empty()) return stored;
+  std::string parts;
+  for (const std::string& name : stored.names()) {
+    if (name.starts_with(config->tensor_prefix)) continue;
+    auto part = std::find_if(config->skipped_parts.begin(), config->skipped_parts.end(),
+                             [&](const SkippedPart& p) { return name.starts_with(p.prefix); });
+    if (part == config->skipped_parts.end()) {
+      QS_LOG_WARN("%s: ignoring unexpected tensor '%s' (outside %s*)", dir.c_str(), name.c_str(),
+                  config->tensor_prefix.c_str());
+      continue;
+    }
+    ++part->n_tensors;
+    part->n_bytes += stored.get(name).value().nbytes();
+  }
+  for (const SkippedPart& p : config->skipped_parts) {
+    parts += (parts.empty() ? "" : ", ") + p.name + " (" + p.prefix +
+             "*: " + std::to_string(p.n_tensors) + " tensors, " + std::to_string(p.n_bytes) +
+             " bytes)";
+  }
+  QS_LOG_INFO(
+      "%s: %s checkpoint: running its %s (%s*); not run: %s (speech output is not "
+      "supported)",
+      dir.c_str(), config->container_architecture.c_str(), config->architecture.c_str(),
+      config->tensor_prefix.c_str(), parts.empty() ? "nothing" : parts.c_str());
+  return stored.rooted(config->tensor_prefix);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOptions& options) {
   QS_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
   QS_ASSIGN_OR_RETURN(nlohmann::json raw_config, read_json(dir + "/config.json"));
   QS_ASSIGN_OR_RETURN(io::QuantConfig quant, io::load_quant_config(dir, raw_config));
+  // The quantization config names modules as stored; the model asks by its own names.
+  if (!config.tensor_prefix.empty()) quant = quant.rooted(config.tensor_prefix);
   if (!options.quantization.empty()) {
     QS_RETURN_IF_ERROR(io::check_requested_quantization(quant, options.quantization));
   }
   if (quant.quantized()) QS_LOG_INFO("%s: %s", dir.c_str(), quant.summary().c_str());
   for (const std::string& note : quant.notes()) QS_LOG_INFO("%s: %s", dir.c_str(), note.c_str());
-  QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(dir));
+  QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, open_model_tensors(dir, &config));
   for (int64_t i = 0; i < config.n_layers; ++i) {
     if (!is_moe_layer(config, i)) continue;
     config.moe.fused_experts =

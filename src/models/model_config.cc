@@ -10,6 +10,7 @@
 #include "core/limits.h"
 #include "io/checkpoint.h"
 #include "models/families.h"
+#include "models/model_root.h"
 
 namespace qs::models {
 
@@ -221,11 +222,19 @@ Status parse_qwen_sliding_window(const json& config, ModelConfig* out) {
   return ok_status();
 }
 
-Result<ModelConfig> parse_model_config(const json& top) {
-  if (!top.is_object()) return invalid_argument("config.json must hold a JSON object");
+Result<ModelConfig> parse_model_config(const json& file) {
+  if (!file.is_object()) return invalid_argument("config.json must hold a JSON object");
+  QS_ASSIGN_OR_RETURN(ModelRoot root, find_model_root(file));
+  const json& top = *root.config;
+  if (!top.is_object()) return invalid_argument("the model's config must be a JSON object");
   // Multimodal checkpoints saved by transformers 5 nest the decoder's fields under
   // text_config (the hub's Qwen2.5-VL keeps them at the top): read them as if at the top.
   json config = top;
+  // A thinker_config saved without its architectures is still the thinker's.
+  if (!root.tensor_prefix.empty() &&
+      (!config.contains("architectures") || config["architectures"].is_null())) {
+    config["architectures"] = {"Qwen2_5OmniThinkerForConditionalGeneration"};
+  }
   if (auto text = top.find("text_config"); text != top.end() && !text->is_null()) {
     if (!text->is_object()) return invalid_argument("config field 'text_config' must be an object");
     for (const auto& [key, value] : text->items()) {
@@ -233,6 +242,9 @@ Result<ModelConfig> parse_model_config(const json& top) {
     }
   }
   ModelConfig out;
+  out.tensor_prefix = root.tensor_prefix;
+  out.container_architecture = root.container_architecture;
+  out.skipped_parts = root.skipped_parts;
   auto arch = config.find("architectures");
   if (arch == config.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string()) {
     return invalid_argument("config field 'architectures' must be a non-empty list of names");

@@ -65,6 +65,15 @@ struct RopeConfig {
   int64_t original_max_position_embeddings = 8192;
 };
 
+// A part of the checkpoint stored beside the model and not run here (a full Qwen2.5-Omni's
+// talker and token2wav, which make speech from the thinker's output).
+struct SkippedPart {
+  std::string name;       // "talker"
+  std::string prefix;     // its tensors' prefix, "talker."
+  int64_t n_tensors = 0;  // what Model::load found under the prefix (0 before loading)
+  uint64_t n_bytes = 0;   // their stored bytes
+};
+
 struct ModelConfig {
   std::string architecture;  // as written in config.json, e.g. "Qwen2ForCausalLM"
   Family family = Family::kLlama;
@@ -112,10 +121,19 @@ struct ModelConfig {
   double position_id_per_seconds = 0;
   double seconds_per_chunk = 0;
   int32_t audio_start_token_id = -1, audio_end_token_id = -1;
+  // A model kept inside a larger checkpoint (models/model_root.h): the thinker of a full
+  // Qwen2.5-Omni, whose config is config.json's thinker_config (`architecture` is then the
+  // thinker's) and whose tensors are stored under `tensor_prefix` ("thinker."); the
+  // checkpoint's own architecture ("Qwen2_5OmniModel"); and the parts beside it that are not
+  // run (talker, token2wav). All empty when the checkpoint is the model.
+  std::string tensor_prefix;
+  std::string container_architecture;
+  std::vector<SkippedPart> skipped_parts;
 };
 
 // Parses a config.json object. Unknown architectures are an error that names them and lists
-// the supported ones; missing or inconsistent fields are errors naming the field.
+// the supported ones; missing or inconsistent fields are errors naming the field. A full
+// Qwen2.5-Omni config parses as its thinker (thinker_config), with tensor_prefix "thinker.".
 Result<ModelConfig> parse_model_config(const nlohmann::json& config);
 // Reads <dir>/config.json and parses it; errors name the file.
 Result<ModelConfig> load_model_config(const std::string& dir);
