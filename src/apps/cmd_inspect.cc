@@ -5,11 +5,16 @@
 // A diffusers pipeline directory (or a FLUX transformer/ folder) is sized instead
 // (diffusion/pipeline_memory.h): resident bytes per component and the peak of one step at
 // --width x --height, from the transformer's config alone when its weights are not there.
+// A multimodal model (Qwen2.5-VL, Qwen2.5-Omni's thinker or the whole Qwen2.5-Omni) also gets
+// its parts' resident bytes in bf16 and W4A16 (apps/inspect_multimodal.h), from config.json
+// alone when the weights are not there.
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "apps/commands.h"
 #include "apps/flags.h"
+#include "apps/inspect_multimodal.h"
 #include "apps/model_flags.h"
 #include "core/json.h"
 #include "diffusion/pipeline_memory.h"
@@ -79,9 +84,35 @@ Status run_pipeline(const std::string& dir, const Flags& flags) {
   return ok_status();
 }
 
+bool has_safetensors(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() == ".safetensors") return true;
+  }
+  return false;
+}
+
 Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.positionals()[0]));
   if (is_diffusion_dir(dir)) return run_pipeline(dir, flags);
+  std::optional<MultimodalMemory> parts;
+  if (auto config = read_json(dir + "/config.json");
+      config.ok() && is_multimodal_architecture(*config)) {
+    QS_ASSIGN_OR_RETURN(parts, multimodal_memory(*config));
+    // A config alone has nothing more to summarize: the parts' table is the answer.
+    if (!has_safetensors(dir)) {
+      if (flags.get_bool("json")) {
+        std::printf(
+            "%s\n",
+            nlohmann::json{{"multimodal_memory", multimodal_memory_json(*parts)}}.dump(2).c_str());
+      } else {
+        std::printf("%s: %s, config.json only\n%s", dir.c_str(), parts->architecture.c_str(),
+                    multimodal_memory_text(*parts).c_str());
+      }
+      return ok_status();
+    }
+  }
   QS_ASSIGN_OR_RETURN(io::CheckpointSummary summary, io::summarize_checkpoint(dir));
   // Mixture of Experts: what one token runs through, from the config (no load needed).
   if (auto config = models::load_model_config(dir); config.ok() && config->moe.n_experts > 0) {
@@ -97,9 +128,12 @@ Status run(const Flags& flags) {
         io::check_requested_quantization(io::QuantConfig(), flags.get("quantization")));
   }
   if (flags.get_bool("json")) {
-    std::printf("%s\n", io::summary_to_json(summary).dump(2).c_str());
+    nlohmann::json out = io::summary_to_json(summary);
+    if (parts) out["multimodal_memory"] = multimodal_memory_json(*parts);
+    std::printf("%s\n", out.dump(2).c_str());
   } else {
     std::printf("%s", io::summary_to_text(summary).c_str());
+    if (parts) std::printf("\n%s", multimodal_memory_text(*parts).c_str());
   }
   return ok_status();
 }

@@ -4,7 +4,8 @@
 // own declaration, so what this writes is exactly what the loader expects. With --quantize
 // the block linears are RTN-quantized and packed into a real AutoRound / GPTQ / AWQ /
 // compressed-tensors checkpoint (lm_head and embeddings stay in the model dtype, as
-// AutoRound leaves them).
+// AutoRound leaves them). A vision-language or Omni preset also gets its towers (16-bit in
+// both forms, as AutoRound leaves them) and its preprocessor_config.json.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "io/quant_export.h"
 #include "models/model_config.h"
 #include "models/model_presets.h"
+#include "models/tower_tensors.h"
 #include "quant/rtn_pack.h"
 
 namespace qs::apps {
@@ -58,11 +60,19 @@ const char* torch_dtype_name(DType t) {
   return t == DType::kBF16 ? "bfloat16" : t == DType::kF16 ? "float16" : "float32";
 }
 
+// A norm's scale: the decoder's "*norm.weight", the towers' "norm1.weight", "ln_q.weight",
+// "ln_post.weight" (1-D, so no matmul weight matches).
+bool is_norm_weight(const models::TensorSpec& spec) {
+  const std::string& n = spec.name;
+  return spec.shape.size() == 1 && n.ends_with(".weight") &&
+         (n.find("norm") != std::string::npos || n.find(".ln_") != std::string::npos);
+}
+
 // Norm weights start at one (as HF initialises them); everything else is uniform with the
 // standard deviation HF uses for initializer_range (0.02), so activations stay finite.
 Tensor random_tensor(const models::TensorSpec& spec, DType dtype, uint64_t seed) {
   Tensor t = Tensor::zeros(dtype, spec.shape);
-  const bool is_norm = spec.name.find("norm.weight") != std::string::npos;
+  const bool is_norm = is_norm_weight(spec);
   SplitMix rng{seed ^ hash_name(spec.name)};
   const float amplitude = 0.02f * std::sqrt(3.0f);
   const int64_t n = t.numel();
@@ -143,7 +153,13 @@ Status make_model(const Flags& flags) {
   if (flags.has("layers")) {
     QS_ASSIGN_OR_RETURN(int64_t layers, flags.get_int("layers"));
     if (layers < 1) return invalid_argument("--layers must be at least 1");
-    config["num_hidden_layers"] = layers;
+    // The decoder's own field: under text_config where the config nests it (Omni's thinker).
+    nlohmann::json& text = config.contains("text_config") && config["text_config"].is_object()
+                               ? config["text_config"]
+                               : config;
+    text["num_hidden_layers"] = layers;
+    // An explicit per-layer list would no longer match the count.
+    text.erase("layer_types");
   }
   std::string dtype_flag = flags.get("dtype");
   if (dtype_flag.empty()) dtype_flag = json_string_or(config, "torch_dtype", "bfloat16");
@@ -153,8 +169,16 @@ Status make_model(const Flags& flags) {
   const uint64_t seed = seed_signed;
 
   QS_ASSIGN_OR_RETURN(models::ModelConfig parsed, models::parse_model_config(config));
-  const std::vector<models::TensorSpec> specs = models::expected_tensors(parsed);
+  std::vector<models::TensorSpec> specs = models::expected_tensors(parsed);
   QS_ASSIGN_OR_RETURN(std::optional<QuantPlan> plan, plan_quantization(flags, specs));
+  // After the plan: the towers' linears are not the decoder blocks', so they stay 16-bit.
+  QS_ASSIGN_OR_RETURN(const std::vector<models::TensorSpec> towers,
+                      models::tower_tensors(config, parsed));
+  specs.insert(specs.end(), towers.begin(), towers.end());
+  nlohmann::json preprocessor;
+  if (flags.has("like")) {
+    QS_ASSIGN_OR_RETURN(preprocessor, models::model_preset_preprocessor(flags.get("like")));
+  }
   const std::string out = flags.get("out");
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
@@ -199,6 +223,9 @@ Status make_model(const Flags& flags) {
     std::filesystem::remove(out + "/quantization_config.json", ec);
   }
   QS_RETURN_IF_ERROR(write_json(out + "/config.json", config));
+  if (!preprocessor.is_null()) {
+    QS_RETURN_IF_ERROR(write_json(out + "/preprocessor_config.json", preprocessor));
+  }
   nlohmann::json gen = {{"_from_model_config", true}};
   if (config.contains("bos_token_id")) gen["bos_token_id"] = config["bos_token_id"];
   if (config.contains("eos_token_id")) gen["eos_token_id"] = config["eos_token_id"];
@@ -211,6 +238,9 @@ Status make_model(const Flags& flags) {
                  io::export_format_name(plan->format) + ": " + std::to_string(n_quantized) +
                  " linears quantized, " + std::to_string(plan->dense_blocks.size()) +
                  " block linears kept 16-bit (not multiples of 32)";
+  }
+  if (!towers.empty()) {
+    quant_note += ", " + std::to_string(towers.size()) + " tower tensors (16-bit)";
   }
   std::fprintf(stderr, "make-model: wrote %s (%s, %zu tensors, %.1f MiB, random weights%s)\n",
                out.c_str(), parsed.architecture.c_str(), tensors.size(), bytes / 1048576.0,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "models/model_config.h"
+#include "models/tower_tensors.h"
 
 namespace qs::models {
 namespace {
@@ -49,6 +50,60 @@ TEST(ModelPresets, ActiveParametersMatchPublishedOnes) {
   EXPECT_EQ(active("qwen1.5-moe-a2.7b"), 2689173504);  // 2.69B
   EXPECT_EQ(active("mixtral-8x7b"), 12879925248);      // 12.9B
   EXPECT_EQ(active("qwen2.5-0.5b"), 494032768);
+}
+
+// A multimodal preset: the decoder's tensors and its towers' (vision, audio), apart.
+std::pair<int64_t, int64_t> decoder_and_tower_parameters(const std::string& preset) {
+  auto json = model_preset(preset);
+  EXPECT_TRUE(json.ok()) << json.status().to_string();
+  auto config = parse_model_config(*json);
+  EXPECT_TRUE(config.ok()) << config.status().to_string();
+  auto towers = tower_tensors(*json, *config);
+  EXPECT_TRUE(towers.ok()) << towers.status().to_string();
+  int64_t n = 0;
+  for (const auto& spec : *towers) {
+    int64_t e = 1;
+    for (int64_t d : spec.shape) e *= d;
+    n += e;
+  }
+  return {parameter_count(*config), n};
+}
+
+// transformers 5.23 builds these models from the presets' configs with exactly these counts
+// (scripts/golden/count_omni_parameters.py); the hub cards say Qwen2.5-VL-3B-Instruct 3.75B,
+// Qwen2.5-Omni-7B 10.7B with its talker and token2wav (the thinker alone: 8.93B).
+TEST(ModelPresets, MultimodalParameterCountsMatchTransformers) {
+  const auto [vl_decoder, vl_towers] = decoder_and_tower_parameters("qwen2.5-vl-3b");
+  EXPECT_EQ(vl_decoder, 3085938688);  // Qwen2.5-3B's, tied embedding
+  EXPECT_EQ(vl_towers, 668684288);
+  EXPECT_EQ(vl_decoder + vl_towers, 3754622976);
+  const auto [omni_decoder, omni_towers] = decoder_and_tower_parameters("qwen2.5-omni-7b");
+  EXPECT_EQ(omni_decoder, 7615616512);  // Qwen2.5-7B's, untied
+  EXPECT_EQ(omni_towers, 676550144 + 639647232);
+}
+
+TEST(ModelPresets, MultimodalPresetsCarryTheirProcessor) {
+  auto vl = model_preset_preprocessor("qwen2.5-vl-3b");
+  ASSERT_TRUE(vl.ok());
+  EXPECT_EQ((*vl)["max_pixels"], 12845056);
+  EXPECT_EQ((*vl)["min_pixels"], 3136);
+  auto omni = model_preset_preprocessor("qwen2.5-omni-7b");
+  ASSERT_TRUE(omni.ok());
+  EXPECT_EQ((*omni)["feature_size"], 128);
+  auto text = model_preset_preprocessor("qwen2.5-0.5b");
+  ASSERT_TRUE(text.ok());
+  EXPECT_TRUE(text->is_null());
+  EXPECT_FALSE(model_preset_preprocessor("gpt-5").ok());
+}
+
+TEST(ModelPresets, TowerFieldsOutOfRangeAreErrors) {
+  auto bad = vision_tower_tensors({{"depth", 0}}, VisionQkv::kFused);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("depth"), std::string::npos);
+  auto wrong_type = audio_tower_tensors({{"d_model", "wide"}});
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_NE(wrong_type.status().message().find("d_model"), std::string::npos);
+  EXPECT_FALSE(audio_tower_tensors(nlohmann::json::array()).ok());
 }
 
 TEST(ModelPresets, EveryPresetParses) {
