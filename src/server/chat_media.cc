@@ -34,24 +34,24 @@ std::optional<ApiError> check_count(size_t count, bool model_takes_it, const cha
 }  // namespace
 
 std::optional<ApiError> read_mm_processor_kwargs(const Json& body, MediaRequestOptions* out) {
-  constexpr const char* kParam = "mm_processor_kwargs";
-  auto it = body.find(kParam);
+  constexpr const char* kKwargs = "mm_processor_kwargs";
+  auto it = body.find(kKwargs);
   if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_object()) return bad_request("'mm_processor_kwargs' must be an object.", kParam);
+  if (!it->is_object()) return bad_request("'mm_processor_kwargs' must be an object.", kKwargs);
   for (const auto& [key, value] : it->items()) {
     if (key == "use_audio_in_video") {
       if (!value.is_boolean())
-        return bad_request("mm_processor_kwargs.use_audio_in_video must be a boolean.", kParam);
+        return bad_request("mm_processor_kwargs.use_audio_in_video must be a boolean.", kKwargs);
       out->use_audio_in_video = value.get<bool>();
     } else if (key == "fps") {
       if (!value.is_number() || !(value.get<double>() > 0) || value.get<double>() > 120)
-        return bad_request("mm_processor_kwargs.fps must be a number in (0, 120].", kParam);
+        return bad_request("mm_processor_kwargs.fps must be a number in (0, 120].", kKwargs);
       out->fps = value.get<double>();
     } else {
       return bad_request("mm_processor_kwargs key '" + key +
                              "' is not supported by quantserve (it reads use_audio_in_video and "
                              "fps).",
-                         kParam);
+                         kKwargs);
     }
   }
   return std::nullopt;
