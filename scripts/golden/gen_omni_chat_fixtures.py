@@ -30,6 +30,7 @@ CPU): python scripts/golden/gen_omni_chat_fixtures.py
 
 import json
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -37,6 +38,9 @@ import numpy as np
 import torch
 import transformers
 from safetensors.torch import save_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gen_vl_fixtures as vl  # noqa: E402  (the byte-level tokenizer and template rendering)
 
 OUT = Path(__file__).resolve().parents[2] / "tests/golden/fixtures/omni"
 VL = Path(__file__).resolve().parents[2] / "tests/golden/fixtures/vl"
@@ -130,25 +134,7 @@ CHAT_MEDIA = {"chat_image_audio": (["chat_image_a.png"], ["chat_audio.wav"]),
 
 
 def write_tokenizer():
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-    # GPT-2's printable stand-in of each byte (as gen_vl_fixtures.py).
-    keep = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
-    others = [b for b in range(256) if b not in keep]
-    char = {b: chr(b) for b in keep}
-    char.update({b: chr(256 + i) for i, b in enumerate(others)})
-    tok = Tokenizer(models.BPE(vocab={char[b]: b for b in range(256)}, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    decoder = {}
-    for i, (text, special) in enumerate(ADDED):
-        t = AddedToken(text, special=special, normalized=False)
-        if special:
-            tok.add_special_tokens([t])
-        else:
-            tok.add_tokens([t])
-        assert tok.token_to_id(text) == 256 + i, text
-        decoder[str(256 + i)] = {"content": text, "lstrip": False, "normalized": False,
-                                 "rstrip": False, "single_word": False, "special": special}
+    tok, decoder = vl.byte_level_tokenizer(ADDED)
     assert tok.get_vocab_size() == VOCAB, tok.get_vocab_size()
     assert tok.token_to_id("<|AUDIO|>") == AUDIO and tok.token_to_id("<|IMAGE|>") == IMAGE
     tok.save(str(MODEL / "tokenizer.json"))
@@ -185,16 +171,6 @@ def write_audio():
     sf.write(path, y, 16000, subtype="PCM_16")
 
 
-def render_chat(messages):
-    """apply_chat_template's rendering (a sandboxed jinja2 with trim_blocks, lstrip_blocks and
-    loopcontrols), as gen_vl_fixtures.py does."""
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[loopcontrols])
-    return env.from_string(CHAT_TEMPLATE).render(messages=messages, add_generation_prompt=True)
-
-
 @torch.no_grad()
 def chat_reference():
     import soundfile as sf
@@ -214,7 +190,7 @@ def chat_reference():
         MODEL, dtype=torch.float32, attn_implementation="eager").eval()
     ref, meta = {}, {"transformers": transformers.__version__, "torch": torch.__version__}
     for case, messages in CHAT_CASES.items():
-        text = render_chat(messages)
+        text = vl.render_template(CHAT_TEMPLATE, messages)
         image_files, audio_files = CHAT_MEDIA[case]
         kwargs = {}
         if image_files:

@@ -60,14 +60,6 @@ MESSAGES = [{"role": "user", "content": [
 SOUND_MESSAGES = [{"role": "system", "content": "Watch."}] + MESSAGES
 
 
-def render(template, messages):
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[loopcontrols])
-    return env.from_string(template).render(messages=messages, add_generation_prompt=True)
-
-
 @torch.no_grad()
 def main():
     from transformers import (AutoImageProcessor, AutoTokenizer, Qwen2_5_VLForConditionalGeneration,
@@ -85,7 +77,7 @@ def main():
         image_processor = AutoImageProcessor.from_pretrained(model_dir, backend="pil")
         video_processor = Qwen2VLVideoProcessor.from_pretrained(model_dir)
         messages = SOUND_MESSAGES if with_sound else MESSAGES
-        text = render(template, messages)
+        text = vl.render_template(template, messages)
         if kind == "vl":
             processor = Qwen2_5_VLProcessor(image_processor=image_processor, tokenizer=tokenizer,
                                             video_processor=video_processor,

@@ -175,8 +175,10 @@ def greedy(model, ids, pixel_values, grids, types, **kwargs):
     return toks, torch.stack(logits)
 
 
-def write_tokenizer(model_dir):
-    """Byte-level BPE over single bytes (no merges) with Qwen2.5-VL's added tokens."""
+def byte_level_tokenizer(added):
+    """Byte-level BPE over single bytes (no merges) with `added` ((text, special) pairs) from id
+    256; returns the tokenizer and tokenizer_config.json's added_tokens_decoder. Shared with
+    gen_omni_chat_fixtures.py."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
     # GPT-2's printable stand-in of each byte (as gen_whisper_fixtures.py).
     keep = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
@@ -187,7 +189,7 @@ def write_tokenizer(model_dir):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     decoder = {}
-    for i, (text, special) in enumerate(ADDED):
+    for i, (text, special) in enumerate(added):
         t = AddedToken(text, special=special, normalized=False)
         if special:
             tok.add_special_tokens([t])
@@ -196,6 +198,12 @@ def write_tokenizer(model_dir):
         assert tok.token_to_id(text) == 256 + i, text
         decoder[str(256 + i)] = {"content": text, "lstrip": False, "normalized": False,
                                  "rstrip": False, "single_word": False, "special": special}
+    return tok, decoder
+
+
+def write_tokenizer(model_dir):
+    """Byte-level BPE over single bytes (no merges) with Qwen2.5-VL's added tokens."""
+    tok, decoder = byte_level_tokenizer(ADDED)
     assert tok.get_vocab_size() == VOCAB, tok.get_vocab_size()
     assert tok.token_to_id("<|image_pad|>") == IMAGE_PAD
     tok.save(str(model_dir / "tokenizer.json"))
@@ -228,15 +236,16 @@ def write_chat_images():
         Image.fromarray(img, "RGB").save(OUT / name, optimize=False)
 
 
-def render_chat(messages):
+def render_template(template, messages):
     """apply_chat_template's rendering (chat_template_utils.py: a sandboxed jinja2 with
     trim_blocks, lstrip_blocks and loopcontrols), done here because transformers 5.23's own call
-    asks for a newer jinja2 than requirements.txt pins."""
+    asks for a newer jinja2 than requirements.txt pins. Shared with the Omni and video chat
+    generators."""
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[loopcontrols])
-    return env.from_string(CHAT_TEMPLATE).render(messages=messages, add_generation_prompt=True)
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True)
 
 
 @torch.no_grad()
@@ -253,7 +262,7 @@ def chat_reference(model, model_dir):
                                     video_processor=None, chat_template=CHAT_TEMPLATE)
     ref, meta = {}, {}
     for case, messages in CHAT_CASES.items():
-        text = render_chat(messages)
+        text = render_template(CHAT_TEMPLATE, messages)
         images = [Image.open(OUT / f).convert("RGB") for f in CHAT_IMAGES[case]]
         inputs = processor(text=[text], images=images, return_tensors="pt")
         out = model.generate(**inputs, max_new_tokens=N_CHAT_GREEDY, do_sample=False,
