@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "core/json.h"
+#include "core/units_text.h"
 #include "io/quant_config.h"
 #include "io/quant_export.h"
 #include "models/model_config.h"
@@ -256,30 +257,6 @@ Status add_thinker_parts(const json& thinker, const std::string& decoder_name,
     m->parts.push_back(tower_part("audio tower", specs, static_cast<uint64_t>(positions * d * 4)));
   }
   return ok_status();
-}
-
-std::string bytes_text(uint64_t bytes) {
-  char buf[32];
-  if (bytes >= (uint64_t{1} << 30)) {
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", bytes / 1073741824.0);
-  } else if (bytes >= (uint64_t{1} << 20)) {
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / 1048576.0);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f KiB", bytes / 1024.0);
-  }
-  return buf;
-}
-
-std::string params_text(int64_t n) {
-  char buf[32];
-  if (n >= 1000000000) {
-    std::snprintf(buf, sizeof(buf), "%.3f B", n / 1e9);
-  } else if (n >= 1000000) {
-    std::snprintf(buf, sizeof(buf), "%.2f M", n / 1e6);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f K", n / 1e3);
-  }
-  return buf;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/units_text.h"
 #include "diffusion/flux_transformer.h"
 #include "io/checkpoint.h"
 #include "models/component.h"
@@ -92,30 +93,6 @@ Result<ComponentMemory> stored_memory(const std::string& name, const std::string
   return m;
 }
 
-std::string gib(size_t bytes) {
-  char buf[32];
-  if (bytes >= (size_t{1} << 30)) {
-    std::snprintf(buf, sizeof(buf), "%.2f GiB", bytes / 1073741824.0);
-  } else if (bytes >= (size_t{1} << 20)) {
-    std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / 1048576.0);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f KiB", bytes / 1024.0);
-  }
-  return buf;
-}
-
-std::string count(int64_t n) {
-  char buf[32];
-  if (n >= 1000000000) {
-    std::snprintf(buf, sizeof(buf), "%.3f B", n / 1e9);
-  } else if (n >= 1000000) {
-    std::snprintf(buf, sizeof(buf), "%.2f M", n / 1e6);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f K", n / 1e3);
-  }
-  return buf;
-}
-
 }  // namespace
 
 size_t PipelineMemory::weights() const {
@@ -165,9 +142,9 @@ std::string pipeline_memory_text(const PipelineMemory& m) {
   for (const ComponentMemory& c : m.components) {
     std::snprintf(buf, sizeof(buf), "| %s | %s | %s | %s | %lld (%lld) | %s | %s |\n",
                   c.name.c_str(), c.source.c_str(), c.scheme.empty() ? "-" : c.scheme.c_str(),
-                  count(c.params).c_str(), static_cast<long long>(c.linears),
-                  static_cast<long long>(c.quantized_linears), gib(c.resident).c_str(),
-                  gib(c.as_bf16).c_str());
+                  params_text(c.params).c_str(), static_cast<long long>(c.linears),
+                  static_cast<long long>(c.quantized_linears), bytes_text(c.resident).c_str(),
+                  bytes_text(c.as_bf16).c_str());
     out += buf;
   }
   std::snprintf(buf, sizeof(buf),
@@ -176,11 +153,11 @@ std::string pipeline_memory_text(const PipelineMemory& m) {
                 "forward, %s for true CFG's batch of 2\n"
                 "peak (weights + one step): %s; with true CFG %s (the VAE decode's own working "
                 "set is not included)\n",
-                gib(m.weights()).c_str(), static_cast<long long>(m.width),
+                bytes_text(m.weights()).c_str(), static_cast<long long>(m.width),
                 static_cast<long long>(m.height), static_cast<long long>(m.n_img),
-                static_cast<long long>(m.n_txt), gib(m.activations_batch1).c_str(),
-                gib(m.activations_batch2).c_str(), gib(m.peak(false)).c_str(),
-                gib(m.peak(true)).c_str());
+                static_cast<long long>(m.n_txt), bytes_text(m.activations_batch1).c_str(),
+                bytes_text(m.activations_batch2).c_str(), bytes_text(m.peak(false)).c_str(),
+                bytes_text(m.peak(true)).c_str());
   return out + buf;
 }
 

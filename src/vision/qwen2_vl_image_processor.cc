@@ -18,17 +18,6 @@ using nlohmann::json;
 // (24 bytes per pixel at two frames) no machine holds.
 constexpr int64_t kMaxProcessorPixels = int64_t{1} << 27;
 
-Status vl_config_bool(const json& obj, const char* field, const std::string& source, bool* out) {
-  auto it = obj.find(field);
-  if (it == obj.end() || it->is_null()) return ok_status();
-  if (!it->is_boolean()) {
-    return invalid_argument(source + ": '" + field + "' must be true or false, found " +
-                            it->dump());
-  }
-  *out = it->get<bool>();
-  return ok_status();
-}
-
 // image_mean / image_std: three numbers, or one for every channel (transformers' normalize
 // repeats a scalar).
 Status vl_config_triple(const json& obj, const char* field, const std::string& source,
@@ -56,6 +45,18 @@ Status vl_config_triple(const json& obj, const char* field, const std::string& s
 }
 
 }  // namespace
+
+Status processor_config_bool(const nlohmann::json& obj, const char* field,
+                             const std::string& source, bool* out) {
+  auto it = obj.find(field);
+  if (it == obj.end() || it->is_null()) return ok_status();
+  if (!it->is_boolean()) {
+    return invalid_argument(source + ": '" + field + "' must be true or false, found " +
+                            it->dump());
+  }
+  *out = it->get<bool>();
+  return ok_status();
+}
 
 Result<Qwen2VLImageConfig> parse_qwen2_vl_image_config(const json& value,
                                                        const std::string& source) {
@@ -95,9 +96,9 @@ Result<Qwen2VLImageConfig> parse_qwen2_vl_image_config(const json& value,
     return unimplemented(source + ": 'resample' is " + std::to_string(*resample) +
                          "; only bicubic (3), the processor's, is implemented");
   }
-  QS_RETURN_IF_ERROR(vl_config_bool(value, "do_resize", source, &c.do_resize));
-  QS_RETURN_IF_ERROR(vl_config_bool(value, "do_rescale", source, &c.do_rescale));
-  QS_RETURN_IF_ERROR(vl_config_bool(value, "do_normalize", source, &c.do_normalize));
+  QS_RETURN_IF_ERROR(processor_config_bool(value, "do_resize", source, &c.do_resize));
+  QS_RETURN_IF_ERROR(processor_config_bool(value, "do_rescale", source, &c.do_rescale));
+  QS_RETURN_IF_ERROR(processor_config_bool(value, "do_normalize", source, &c.do_normalize));
   if (auto it = value.find("rescale_factor"); it != value.end() && !it->is_null()) {
     if (!it->is_number() || !std::isfinite(it->get<double>()) || !(it->get<double>() > 0.0)) {
       return invalid_argument(source + ": 'rescale_factor' must be a positive number, found " +

@@ -39,6 +39,12 @@ Result<Qwen2VLImageConfig> parse_qwen2_vl_image_config(const nlohmann::json& val
 // `dir`/preprocessor_config.json; its absence is an error.
 Result<Qwen2VLImageConfig> load_qwen2_vl_image_config(const std::string& dir);
 
+// A processor config's boolean field (do_resize, do_sample_frames, ...) into *out when present
+// and not null; another type is an error naming `source` and the field. Shared with the video
+// processor.
+Status processor_config_bool(const nlohmann::json& obj, const char* field,
+                             const std::string& source, bool* out);
+
 struct ResizedSize {
   int64_t height = 0;
   int64_t width = 0;

@@ -13,17 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-Status video_config_bool(const json& obj, const char* field, const std::string& source, bool* out) {
-  auto it = obj.find(field);
-  if (it == obj.end() || it->is_null()) return ok_status();
-  if (!it->is_boolean()) {
-    return invalid_argument(source + ": '" + field + "' must be true or false, found " +
-                            it->dump());
-  }
-  *out = it->get<bool>();
-  return ok_status();
-}
-
 // Python's round() of a float: halves to even, as nearbyint in the default rounding mode.
 int64_t python_round(double x) {
   return static_cast<int64_t>(std::nearbyint(x));
@@ -76,9 +65,9 @@ Result<Qwen2VLVideoConfig> parse_qwen2_vl_video_config(const json& value,
     }
     c.fps = it->get<double>();
   }
-  QS_RETURN_IF_ERROR(video_config_bool(value, "do_sample_frames", source, &c.do_sample_frames));
+  QS_RETURN_IF_ERROR(processor_config_bool(value, "do_sample_frames", source, &c.do_sample_frames));
   QS_RETURN_IF_ERROR(
-      video_config_bool(value, "cap_pixels_per_frame", source, &c.cap_pixels_per_frame));
+      processor_config_bool(value, "cap_pixels_per_frame", source, &c.cap_pixels_per_frame));
   return c;
 }
 
