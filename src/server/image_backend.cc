@@ -58,6 +58,10 @@ void ImageBackend::run() {
       next.second(Status(StatusCode::kInternal, "cancelled before it started"));
       continue;
     }
+    // Logged so that operators (and the SIGTERM test) can tell a job that is running from one
+    // still queued: only a running one ends "cancelled after step N".
+    QS_LOG_INFO("image job started: %zu image(s), %lld steps", job.images.size(),
+                job.images.empty() ? 0LL : static_cast<long long>(job.images[0].steps));
     std::vector<diffusion::FluxImage> images;
     Status failed;
     for (diffusion::FluxRequest& req : job.images) {
