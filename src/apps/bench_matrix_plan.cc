@@ -11,6 +11,7 @@
 #include "apps/bench_commands.h"
 #include "core/json.h"
 #include "io/checkpoint.h"
+#include "io/hf_cache.h"
 
 namespace qs::apps::matrix {
 namespace {
@@ -104,7 +105,8 @@ Result<Plan> make_plan(const Flags& flags) {
   Plan p;
   if (!flags.has("model"))
     return invalid_argument("--model DIR (the unquantized model) is required");
-  p.model_dir = flags.get("model");
+  // A repo id resolves offline in the Hugging Face cache, as in every command that loads one.
+  QS_ASSIGN_OR_RETURN(p.model_dir, io::resolve_model_dir(flags.get("model")));
   while (p.model_dir.size() > 1 && p.model_dir.back() == '/') p.model_dir.pop_back();
   QS_ASSIGN_OR_RETURN(nlohmann::json config, read_json(p.model_dir + "/config.json"));
   if (config.contains("quantization_config") ||

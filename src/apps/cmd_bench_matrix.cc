@@ -363,7 +363,10 @@ Status run(const Flags& flags, const Args& args) {
 
 int bench_matrix(const Args& args) {
   Flags flags;
-  flags.add("model", "the unquantized reference checkpoint directory")
+  flags
+      .add("model",
+           "the unquantized reference checkpoint directory (or a Hugging Face repo id in the "
+           "local cache)")
       .add("schemes", std::string("comma-separated; ") + kSchemeHelp, false, "bf16,w4g128")
       .add("kv-cache-memory", "comma-separated KV-cache budgets, serve's spelling", false,
            "64MiB,512MiB")

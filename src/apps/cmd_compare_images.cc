@@ -18,6 +18,7 @@
 #include "diffusion/image_metrics.h"
 #include "diffusion/png_image.h"
 #include "io/checkpoint.h"
+#include "io/hf_cache.h"
 
 namespace qs::apps {
 namespace {
@@ -69,8 +70,13 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(req.guidance_scale, flags.get_double("guidance-scale"));
   QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
   if (threads <= 0 || threads > 1024) return invalid_argument("--threads must be 1 to 1024");
-  QS_ASSIGN_OR_RETURN(auto reference, diffusion::FluxPipeline::load(flags.get("reference")));
-  QS_ASSIGN_OR_RETURN(auto candidate, diffusion::FluxPipeline::load(flags.get("candidate")));
+  // Either may be a repo id in the Hugging Face cache (at main), as --model elsewhere.
+  QS_ASSIGN_OR_RETURN(const std::string reference_dir,
+                      io::resolve_model_dir(flags.get("reference")));
+  QS_ASSIGN_OR_RETURN(const std::string candidate_dir,
+                      io::resolve_model_dir(flags.get("candidate")));
+  QS_ASSIGN_OR_RETURN(auto reference, diffusion::FluxPipeline::load(reference_dir));
+  QS_ASSIGN_OR_RETURN(auto candidate, diffusion::FluxPipeline::load(candidate_dir));
   ThreadPool pool(static_cast<int>(threads));
 
   nlohmann::json per_prompt = nlohmann::json::array();
@@ -134,8 +140,8 @@ Status run(const Flags& flags) {
 
 int cmd_compare_images(const Args& args) {
   Flags flags;
-  flags.add("reference", "reference pipeline directory (e.g. the bf16 one)")
-      .add("candidate", "candidate pipeline directory (e.g. its W4A16 transformer)")
+  flags.add("reference", "reference pipeline directory or repo id (e.g. the bf16 one)")
+      .add("candidate", "candidate pipeline directory or repo id (e.g. its W4A16 transformer)")
       .add("prompts", "text file, one prompt per line")
       .add("seed", "seed of the shared initial noise", false, "0")
       .add("steps", "flow-matching steps", false, "28")

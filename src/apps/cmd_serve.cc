@@ -40,7 +40,7 @@
 namespace qs::apps {
 namespace {
 
-constexpr const char* kUsageLine = "serve MODEL_DIR";
+constexpr const char* kUsageLine = "serve MODEL_DIR|REPO_ID";
 
 // `vllm serve MODEL` takes the model first; --model works too.
 std::string model_dir(const Flags& flags) {

@@ -20,7 +20,9 @@ using nlohmann::json;
 const std::vector<std::string> kFluxBlocks = {"transformer_blocks", "single_transformer_blocks"};
 
 // A component copied into the staged output: files hard-linked when source and target share a
-// filesystem (a real T5 encoder is 9 GB), copied otherwise.
+// filesystem (a real T5 encoder is 9 GB), copied otherwise. A Hugging Face cache snapshot holds
+// relative symlinks into blobs/, and link(2) links the symlink itself (dangling in the output),
+// so the file it points to is linked instead.
 Status carry_over(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   if (fs::is_directory(from, ec)) {
@@ -32,7 +34,9 @@ Status carry_over(const fs::path& from, const fs::path& to) {
     if (ec) return io_error("cannot list " + from.string() + ": " + ec.message());
     return ok_status();
   }
-  fs::create_hard_link(from, to, ec);
+  const fs::path target = fs::is_symlink(from, ec) ? fs::canonical(from, ec) : from;
+  if (ec) return io_error("cannot follow the link " + from.string() + ": " + ec.message());
+  fs::create_hard_link(target, to, ec);
   if (!ec) return ok_status();
   ec.clear();
   fs::copy_file(from, to, ec);

@@ -27,8 +27,9 @@ class Server:
     def __init__(self, tmp_path, extra_args=(), env=None, model_dir=MODEL_DIR,
                  model_name=MODEL_NAME):
         self.log_path = tmp_path / "server.log"
-        args = [str(BINARY), "serve", str(model_dir), "--port", "0", "--threads", "1",
-                "--served-model-name", model_name]
+        args = [str(BINARY), "serve", str(model_dir), "--port", "0", "--threads", "1"]
+        if model_name is not None:  # None: the server's default, the model as given
+            args += ["--served-model-name", model_name]
         if model_dir == MODEL_DIR:
             args += ["--chat-template", CHAT_TEMPLATE]
         args += list(extra_args)

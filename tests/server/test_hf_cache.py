@@ -1,71 +1,152 @@
-"""A Hugging Face repo id as the model name: `serve local/stories260K` loads the snapshot from a
-hub cache in huggingface_hub's layout (offline), and clients see the repo id as the model.
-huggingface_hub itself (offline, `local_files_only`) must resolve the hand-built cache to the
-same snapshot, so the layout is the one real downloads leave."""
+"""A Hugging Face repo id as the model name, resolved offline through the hub cache.
 
+The cache is written by huggingface_hub's own cache code, the steps its hf_hub_download takes
+after a download (file_download._hf_hub_download_to_cache_dir), with the downloaded bytes
+copied from models/stories260K instead of fetched: repo_folder_name names the repo folder,
+_get_pointer_path the snapshot entry, _create_symlink links it to the blob (relative, as real
+downloads do), _cache_commit_hash_for_specific_revision writes refs/<branch>. huggingface_hub's
+scan_cache_dir and snapshot_download(local_files_only=True) must then see the repo, so the
+layout is the one a real download leaves; and `generate` and `serve` must load it by name.
+"""
+
+import hashlib
 import os
 import pathlib
+import shutil
+import subprocess
 
+import pytest
 import requests
-from huggingface_hub import snapshot_download, try_to_load_from_cache
+from huggingface_hub import scan_cache_dir, snapshot_download, try_to_load_from_cache
+from huggingface_hub.file_download import (_cache_commit_hash_for_specific_revision,
+                                           _create_symlink, _get_pointer_path,
+                                           repo_folder_name)
 
-from conftest import MODEL_DIR, Server
+from conftest import BINARY, MODEL_DIR, Server
 
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
-OLD = "fedcba9876543210fedcba9876543210fedcba98"
-REPO = "local/stories260K"
-
-
-def make_cache(root: pathlib.Path) -> pathlib.Path:
-    """models--local--stories260K with blobs/, snapshots/<commit>/ symlinks, refs/main and a
-    tag refs/v0, as huggingface_hub writes them."""
-    repo = root / "models--local--stories260K"
-    (repo / "blobs").mkdir(parents=True)
-    (repo / "refs").mkdir()
-    for i, f in enumerate(sorted(p for p in MODEL_DIR.iterdir() if p.is_file())):
-        blob = repo / "blobs" / f"blob{i}"
-        blob.write_bytes(f.read_bytes())
-        for commit in (COMMIT, OLD):
-            snap = repo / "snapshots" / commit
-            snap.mkdir(parents=True, exist_ok=True)
-            os.symlink(os.path.join("..", "..", "blobs", blob.name), snap / f.name)
-    (repo / "refs" / "main").write_text(COMMIT)
-    (repo / "refs" / "v0").write_text(OLD)
-    return repo
+REPO = "quantserve-test/stories260K"
+MAIN = hashlib.sha1(b"quantserve-test/stories260K main").hexdigest()
+OLD = hashlib.sha1(b"quantserve-test/stories260K v0").hexdigest()
+PROMPT = "Once upon a time"
+# The Hub's default .gitattributes puts these in LFS, whose etag is the file's sha256; other
+# files' etag is their git blob id.
+LFS_SUFFIXES = (".safetensors", ".model", ".bin")
 
 
-def test_huggingface_hub_resolves_the_same_snapshot(tmp_path):
-    hub = tmp_path / "hub"
-    repo = make_cache(hub)
-    got = snapshot_download(REPO, cache_dir=hub, local_files_only=True)
-    assert pathlib.Path(got) == repo / "snapshots" / COMMIT
-    got_tag = snapshot_download(REPO, revision="v0", cache_dir=hub, local_files_only=True)
-    assert pathlib.Path(got_tag) == repo / "snapshots" / OLD
-    cfg = try_to_load_from_cache(REPO, "config.json", cache_dir=hub)
-    assert pathlib.Path(cfg) == repo / "snapshots" / COMMIT / "config.json"
+def etag(data: bytes, name: str) -> str:
+    if name.endswith(LFS_SUFFIXES):
+        return hashlib.sha256(data).hexdigest()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def test_serve_takes_a_repo_id_and_reports_it(tmp_path):
-    hub = tmp_path / "hub"
-    make_cache(hub)
-    s = Server(tmp_path, env={"HF_HUB_CACHE": str(hub)}, model_dir=REPO, model_name=REPO)
+def place_in_cache(cache_dir: pathlib.Path, revisions: dict) -> pathlib.Path:
+    """Puts models/stories260K into `cache_dir` as REPO, once per {branch or tag: commit}, the way
+    hf_hub_download stores a file it fetched."""
+    storage = cache_dir / repo_folder_name(repo_id=REPO, repo_type="model")
+    for ref, commit in revisions.items():
+        for src in sorted(p for p in MODEL_DIR.iterdir() if p.is_file()):
+            data = src.read_bytes()
+            blob = storage / "blobs" / etag(data, src.name)
+            pointer = _get_pointer_path(str(storage), commit, src.name)
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            os.makedirs(os.path.dirname(pointer), exist_ok=True)
+            if not blob.exists():
+                shutil.copyfile(src, blob)
+            _create_symlink(str(blob), pointer, new_blob=True)
+        _cache_commit_hash_for_specific_revision(str(storage), ref, commit)
+    return storage
+
+
+@pytest.fixture
+def hub(tmp_path):
+    cache = tmp_path / "hub"
+    place_in_cache(cache, {"main": MAIN, "v0": OLD})
+    return cache
+
+
+def generate(model, env, *extra):
+    out = subprocess.run([str(BINARY), "generate", "--model", str(model), "--prompt", PROMPT,
+                          "--temperature", "0", "--max-tokens", "24", "--threads", "1", *extra],
+                         env={**os.environ, **env}, capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()
+    return out.stdout.decode()
+
+
+def test_huggingface_hub_sees_the_repo(hub):
+    info = scan_cache_dir(hub)
+    assert info.warnings == []
+    (repo,) = info.repos
+    assert (repo.repo_id, repo.repo_type) == (REPO, "model")
+    revisions = {r.commit_hash: r for r in repo.revisions}
+    assert set(revisions) == {MAIN, OLD}
+    assert revisions[MAIN].refs == frozenset({"main"})
+    assert revisions[OLD].refs == frozenset({"v0"})
+    files = {f.file_name: f for f in revisions[MAIN].files}
+    assert set(files) == {p.name for p in MODEL_DIR.iterdir() if p.is_file()}
+    st = files["model.safetensors"]
+    assert st.file_path.is_symlink() and st.blob_path.parent.name == "blobs"
+    assert st.size_on_disk == (MODEL_DIR / "model.safetensors").stat().st_size
+    # huggingface_hub's own offline lookup lands on the snapshots quantserve loads.
+    storage = hub / repo_folder_name(repo_id=REPO, repo_type="model")
+    assert snapshot_download(REPO, cache_dir=hub, local_files_only=True) == str(
+        storage / "snapshots" / MAIN)
+    assert snapshot_download(REPO, revision="v0", cache_dir=hub,
+                             local_files_only=True) == str(storage / "snapshots" / OLD)
+    assert try_to_load_from_cache(REPO, "config.json", cache_dir=hub) == str(
+        storage / "snapshots" / MAIN / "config.json")
+
+
+def test_generate_by_repo_id_matches_the_local_path(hub):
+    by_path = generate(MODEL_DIR, {})
+    assert by_path
+    assert generate(REPO, {"HF_HUB_CACHE": str(hub)}) == by_path
+    assert generate(REPO, {"HF_HUB_CACHE": str(hub)}, "--revision", "v0") == by_path
+    assert generate(REPO, {"HF_HUB_CACHE": str(hub)}, "--revision", OLD) == by_path
+    # $HF_HOME/hub, with HF_HUB_CACHE unset, is the same cache.
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_CACHE",
+                                                            "HUGGINGFACE_HUB_CACHE")}
+    out = subprocess.run([str(BINARY), "generate", "--model", REPO, "--prompt", PROMPT,
+                          "--temperature", "0", "--max-tokens", "24", "--threads", "1"],
+                         env={**env, "HF_HOME": str(hub.parent)}, capture_output=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout.decode() == by_path
+
+
+def test_serve_by_repo_id_reports_the_name_as_given(hub, tmp_path):
+    reference = generate(MODEL_DIR, {})
+    s = Server(tmp_path, env={"HF_HUB_CACHE": str(hub)}, model_dir=REPO, model_name=None)
     try:
         models = requests.get(s.url + "/v1/models", timeout=10).json()
         assert [m["id"] for m in models["data"]] == [REPO]
         r = requests.post(s.url + "/v1/completions", timeout=30,
-                          json={"model": REPO, "prompt": "Once upon a time", "max_tokens": 8,
+                          json={"model": REPO, "prompt": PROMPT, "max_tokens": 24,
                                 "temperature": 0})
         assert r.status_code == 200, r.text
-        assert r.json()["usage"]["completion_tokens"] == 8
+        body = r.json()
+        assert body["model"] == REPO
+        assert body["choices"][0]["text"] == reference
+        assert body["usage"]["completion_tokens"] == 24
     finally:
         assert s.stop() == 0, s.log_text()
 
 
-def test_serve_without_the_repo_in_the_cache_says_where_it_looked(tmp_path):
-    import subprocess
-    from conftest import BINARY
-    out = subprocess.run([str(BINARY), "serve", "nobody/nothing", "--port", "0"],
-                         env={**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub")},
-                         capture_output=True, text=True, timeout=30)
-    assert out.returncode == 1
-    assert str(tmp_path / "hub" / "models--nobody--nothing") in out.stderr
+def test_a_repo_not_in_the_cache_says_where_it_looked(tmp_path):
+    cache = tmp_path / "hub"
+    for cmd in (["serve", "nobody/nothing", "--port", "0"],
+                ["generate", "--model", "nobody/nothing", "--prompt", "x"]):
+        out = subprocess.run([str(BINARY), *cmd], env={**os.environ, "HF_HUB_CACHE": str(cache)},
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 1, out.stderr
+        assert str(cache / "models--nobody--nothing") in out.stderr
+        assert "hf download nobody/nothing" in out.stderr
+
+
+def test_a_revision_not_in_the_cache_names_the_ref_file(hub, tmp_path):
+    out = subprocess.run([str(BINARY), "serve", REPO, "--revision", "v9", "--port", "0"],
+                         env={**os.environ, "HF_HUB_CACHE": str(hub)}, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 1, out.stderr
+    storage = hub / repo_folder_name(repo_id=REPO, repo_type="model")
+    assert str(storage / "refs" / "v9") in out.stderr
+    assert "main" in out.stderr and "v0" in out.stderr
