@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/data_dir.h"
 #include "engine/kv_cache.h"
 #include "eval/perplexity.h"
 #include "io/text_dataset.h"
@@ -13,7 +14,7 @@
 namespace qs::eval {
 
 std::string default_eval_dataset() {
-  return std::string(QS_DATA_DIR) + "/eval/wiki.test.raw.406";
+  return data_dir(QS_DATA_DIR) + "/eval/wiki.test.raw.406";
 }
 
 Result<nlohmann::json> run_eval(const EvalRequest& request) {

@@ -7,13 +7,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/data_dir.h"
 #include "core/mmap_file.h"
 #include "io/text_dataset.h"
 
 namespace qs::quant {
 
 std::string default_calibration_dataset() {
-  return std::string(QS_DATA_DIR) + "/calibration/c4.utf8";
+  return data_dir(QS_DATA_DIR) + "/calibration/c4.utf8";
 }
 
 Result<std::vector<std::string>> read_calibration_documents(const std::string& path) {
