@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config git nlohmann-json3-dev libpcre2-dev libopenblas-dev
           libgtest-dev libgmock-dev libbenchmark-dev clang-format clang lld libcpp-httplib-dev
-          python3-venv libpng-dev libsndfile1-dev libsoxr-dev libfftw3-dev
+          python3-venv python3-dev libpng-dev libsndfile1-dev libsoxr-dev libfftw3-dev
           zlib1g-dev libjpeg62-turbo-dev libwebp-dev libavformat-dev libavcodec-dev
           libswscale-dev libswresample-dev libavutil-dev)
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the release build runs all suites (unit, kernels,
-# golden, fuzz replays) and the end-to-end server tests (pytest, tests/server); a second build
+# golden, fuzz replays) and the end-to-end server tests (pytest, tests/server); a
+# position-independent build of the libraries gives the Python package, tested with pytest
+# (tests/python); a second build
 # (clang, build-san/) with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's
 # instrumentation runs the C++ suites again, golden suites and the generation loop included,
 # and then the fuzzers briefly (scripts/fuzz.sh --ci). Exits non-zero on any failure.
@@ -24,9 +26,10 @@ phase "release tests"
 
 # End-to-end tests (tests/server): build/quantserve serve on 127.0.0.1 driven by the openai
 # client and raw HTTP, and bench serve against a fake OpenAI server. Their pinned packages
-# (every tests/server/requirements*.txt) live in .venv, since Debian's pip refuses system-wide
+# (every tests/server/requirements*.txt, and python/requirements*.txt for the Python package
+# below) live in .venv, since Debian's pip refuses system-wide
 # installs; it is rebuilt only when those files change.
-cat tests/server/requirements*.txt >/tmp/qs-server-requirements.$$
+cat tests/server/requirements*.txt python/requirements*.txt >/tmp/qs-server-requirements.$$
 if ! cmp -s /tmp/qs-server-requirements.$$ .venv/requirements.txt; then
   rm -rf .venv
   python3 -m venv .venv
@@ -36,6 +39,16 @@ fi
 rm -f /tmp/qs-server-requirements.$$
 QS_BINARY="$PWD/build/quantserve" .venv/bin/python -m pytest -q -p no:cacheprovider tests/server
 phase "end-to-end tests"
+
+# The Python package (python/, docs/python.md): the extension module needs every library
+# position-independent, so it has a build of its own (libraries, module and CLI, no tests),
+# installed as the wheel lays it out and tested with pytest (tests/python).
+cmake -S . -B build-py -DCMAKE_BUILD_TYPE=Release -DQS_PYTHON=ON -DQS_BUILD_TESTS=OFF \
+  -DQS_BUILD_BENCH=OFF -DPython_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
+cmake --build build-py --target _core quantserve -j"$jobs"
+cmake --install build-py --prefix build-py/site >/dev/null
+PYTHONPATH="$PWD/build-py/site" .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
+phase "python package"
 
 # One clang build with AddressSanitizer + UndefinedBehaviorSanitizer (float-cast-overflow
 # included, -O1; test bodies -O0) and libFuzzer's coverage instrumentation of the parsing
