@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/tensor.h"
+#include "ops/causal_attention.h"
 #include "ops/elementwise.h"
 #include "ops/gemm.h"
 #include "ops/linear.h"
@@ -286,6 +287,18 @@ void probabilities(const AttentionShape& s, const T* qh, int64_t q_ld, const T* 
 template <class T>
 void attention_forward(const AttentionShape& s, const T* q, const T* k, const T* v,
                        const uint8_t* mask, T* out, T* lse, ThreadPool& pool) {
+  if constexpr (std::is_same_v<T, float>) {
+    // Plain causal with bf16 products, i.e. every calibration forward: the fused kernel, which
+    // converts K and V once per kv head and keeps the scores in L1.
+    if (s.fused_bf16 && s.products == ops::Products::kBf16 && mask == nullptr &&
+        s.sliding_window == 0 && ops::causal_attention_bf16_runs(s.head_dim)) {
+      const ops::CausalAttentionShape cs{s.n_seqs,     s.seqlen,   s.n_heads,
+                                         s.n_kv_heads, s.head_dim, static_cast<float>(s.scale)};
+      const Status st = ops::causal_attention_bf16(cs, q, k, v, out, lse, pool);
+      QS_CHECK_MSG(st.ok(), st.message().c_str());
+      return;
+    }
+  }
   const int64_t n = s.seqlen, hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
   const int64_t q_dim = s.n_heads * hd, kv_dim = s.n_kv_heads * hd;
   pool.parallel_for(s.n_seqs * s.n_kv_heads, [&](int64_t begin, int64_t end) {

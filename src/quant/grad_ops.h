@@ -88,6 +88,10 @@ struct AttentionShape {
   int64_t sliding_window = 0;
   double scale = 0;                              // 1 / sqrt(head_dim)
   ops::Products products = ops::Products::kF32;  // of Q K^T and P V (and their backward)
+  // The forward of a float call with bf16 products, no mask and no window runs the fused kernel
+  // (ops::causal_attention_bf16) where it runs; false keeps the per-block GEMMs, which tests
+  // and benchmarks compare it with.
+  bool fused_bf16 = true;
 };
 //   q [tokens, n_heads * head_dim]; k, v [tokens, n_kv_heads * head_dim]; mask [n_seqs, seqlen]
 //   (nullptr: every position valid); out [tokens, n_heads * head_dim];

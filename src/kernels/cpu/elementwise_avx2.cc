@@ -14,7 +14,7 @@
 namespace qs::kernels::cpu {
 namespace {
 
-// See exp_ps in elementwise_avx512.cc; max/min keep x second so that NaN propagates.
+// See exp_ps in exp_avx512.h; max/min keep x second so that NaN propagates.
 __m256 exp_ps(__m256 x) {
   x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);
   x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);

@@ -1,6 +1,5 @@
 // kernels/cpu: AVX-512 per-token ops. Tails use masked loads and stores, so every element
-// takes the same vector path. exp() is Cephes' expf polynomial (rel. error ~2 ulp on
-// [-87, 88]) scaled by vscalefps, which also gives exact 0 / inf at the extremes.
+// takes the same vector path. exp() is exp_avx512.h's (Cephes' expf polynomial, ~2 ulp).
 // GCC 12's AVX-512 headers trip a false -Wuninitialized; see linear_avx512.cc.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -9,6 +8,7 @@
 #include <cmath>
 
 #include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/cpu/exp_avx512.h"
 #include "kernels/cpu/reduce_avx512.h"
 
 namespace qs::kernels::cpu {
@@ -16,26 +16,6 @@ namespace {
 
 __mmask16 first_lanes(int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
-}
-
-// e^x = 2^n * e^r with n = round(x / ln 2), |r| <= ln 2 / 2, ln 2 split in two parts so that
-// r is exact (Cody-Waite). Inputs are clamped to [-104, 89], beyond which the f32 result is
-// 0 or inf anyway; max/min take x as the second operand so that a NaN passes through.
-__m512 exp_ps(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
-  x = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
 }
 
 // erf(x) as XLA's f32 rational approximation x P(x^2) / Q(x^2) on [-4, 4] (outside, erf is
