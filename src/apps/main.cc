@@ -2,6 +2,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,20 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
-    const int rc = c.run(qs::apps::Args(argv + 2, argv + argc));
+    int rc = 0;
+    try {
+      rc = c.run(qs::apps::Args(argv + 2, argv + argc));
+    } catch (const std::bad_alloc&) {
+      // An allocation the system refused (a KV cache, a checkpoint or a batch too large for
+      // the machine): a message and a failed exit instead of std::terminate's abort. Threads
+      // other than the pool's (the server's engine loop) report their own.
+      std::fprintf(stderr,
+                   "quantserve %s: out of memory (an allocation was refused); lower the sizes "
+                   "that grow memory (--max-model-len, --kv-cache-memory, --nsamples/--seqlen, "
+                   "batch sizes) or free memory\n",
+                   c.name);
+      return 1;
+    }
     // stdio reports a failed write to stdout (full disk, /dev/full, a closed pipe once
     // SIGPIPE is ignored) only through ferror or the final flush: either one fails the command.
     errno = 0;

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <numbers>
 
 namespace qs::audio {
@@ -51,7 +52,7 @@ template <typename T>
 std::unique_ptr<T[], AlignedFree> fft_buffer(int64_t n) {
   const size_t bytes = (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64;
   T* p = static_cast<T*>(std::aligned_alloc(64, bytes));
-  QS_CHECK_MSG(p != nullptr, "out of memory for an FFT buffer");
+  if (p == nullptr) throw std::bad_alloc();  // out of memory, not a bug of ours
   return std::unique_ptr<T[], AlignedFree>(p);
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "core/check.h"
 
@@ -21,7 +22,9 @@ Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
   // 64-byte alignment so SIMD kernels may use aligned loads on rows of aligned sizes.
   const size_t bytes = (t.nbytes() + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
-  QS_CHECK(p != nullptr);
+  // Sizes come from input (a KV cache budget, a checkpoint's shapes): running out of memory
+  // is the caller's error to report (Python's MemoryError), not an invariant to abort on.
+  if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, bytes == 0 ? 64 : bytes);
   t.data = p;
   t.writable_data = p;

@@ -41,7 +41,7 @@ struct Tensor {
     return static_cast<T*>(writable_data);
   }
 
-  // A fresh, zero-filled, owning tensor.
+  // A fresh, zero-filled, owning tensor; throws std::bad_alloc when memory runs out.
   static Tensor zeros(DType dtype, std::vector<int64_t> shape);
   // Copies `values` (f32) into a new tensor of `dtype` (float dtypes only).
   static Tensor from_f32(DType dtype, std::vector<int64_t> shape, const std::vector<float>& values);

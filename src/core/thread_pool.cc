@@ -2,6 +2,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace qs {
 namespace {
@@ -66,7 +67,12 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = gen;
     if (stop_.load()) return;
-    (*job_)(index, n_threads_);
+    // An exception must not leave a worker (std::terminate): the caller rethrows it.
+    try {
+      (*job_)(index, n_threads_);
+    } catch (...) {
+      keep_error(std::current_exception());
+    }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -84,9 +90,21 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   if (sleepers_.load() > 0) cv_.notify_all();
-  fn(0, n_threads_);
+  // Share 0 may throw too; the workers still hold references into this frame and `fn`, so
+  // they are waited for before anything leaves it.
+  try {
+    fn(0, n_threads_);
+  } catch (...) {
+    keep_error(std::current_exception());
+  }
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) spin_pause(spin);
   job_ = nullptr;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void ThreadPool::keep_error(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (!error_) error_ = std::move(error);
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,

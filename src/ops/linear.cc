@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
-#include "core/check.h"
 #include "core/mmap_file.h"
 #include "core/resident_arena.h"
 #include "kernels/cpu/isa.h"
@@ -62,7 +62,8 @@ void* acts_scratch(size_t bytes) {
   if (scratch.bytes < bytes) {
     const size_t want = (bytes + 63) / 64 * 64;
     scratch.data.reset(std::aligned_alloc(64, want));
-    QS_CHECK(scratch.data != nullptr);
+    // m rows of activations (a prompt chunk's tokens): out of memory is not a bug of ours.
+    if (scratch.data == nullptr) throw std::bad_alloc();
     scratch.bytes = want;
   }
   return scratch.data.get();

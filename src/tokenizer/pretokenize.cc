@@ -4,6 +4,8 @@
 
 #include <pcre2.h>
 
+#include <new>
+
 #include "core/check.h"
 #include "tokenizer/utf8.h"
 
@@ -68,7 +70,7 @@ void RegexSplitter::find_matches(std::string_view text,
                                  std::vector<std::pair<size_t, size_t>>* out) const {
   pcre2_code* code = as_code(code_);
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
-  QS_CHECK(md != nullptr);
+  if (md == nullptr) throw std::bad_alloc();  // PCRE2 returns null only when malloc fails
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t start = 0;
   while (start < text.size()) {

@@ -3,6 +3,7 @@
 // Each case replays the input that failed before its fix (under UBSan, for the float casts).
 #include <cmath>
 #include <limits>
+#include <new>
 
 #include <gtest/gtest.h>
 
@@ -61,6 +62,14 @@ TEST(HostileCoreDeathTest, MappedViewsHaveNoWritablePointer) {
   Tensor owned = Tensor::zeros(DType::kF32, {4});
   owned.mutable_ptr<float>()[1] = 5.0f;
   EXPECT_EQ(owned.ptr<float>()[1], 5.0f);
+}
+
+// A KV cache or a tensor too big for memory: the allocation failure reaches the caller as
+// std::bad_alloc (Python's MemoryError) instead of a QS_CHECK abort (issue 35). 2^52 bytes is
+// past the 47-bit user address space, so no overcommit setting can grant it.
+TEST(HostileCore, TensorTooBigForMemoryThrowsBadAlloc) {
+  EXPECT_THROW(Tensor::zeros(DType::kF32, {int64_t{1} << 25, int64_t{1} << 25}), std::bad_alloc);
+  EXPECT_EQ(Tensor::zeros(DType::kBF16, {3}).nbytes(), 6u);  // and small ones still work
 }
 
 }  // namespace

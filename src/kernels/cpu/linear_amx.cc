@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 
 #include "core/check.h"
 #include "kernels/cpu/amx_tiles.h"
@@ -176,7 +177,8 @@ T* scratch(size_t elems) {
   if (s.elems < elems) {
     const size_t bytes = (elems * sizeof(T) + 63) / 64 * 64;
     s.data.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-    QS_CHECK(s.data != nullptr);
+    // Out of memory, not a bug: ThreadPool hands the exception to the caller.
+    if (s.data == nullptr) throw std::bad_alloc();
     s.elems = bytes / sizeof(T);
   }
   return s.data.get();
