@@ -65,7 +65,8 @@ formats::QuantizedWeight opt_rtn(const float* w, int64_t n, int64_t k, int bits,
 
 Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b,
                                                     const BlockCalibration& calib, ThreadPool& pool,
-                                                    float* y_out) {
+                                                    float* y_out,
+                                                    BlockActivations<float>* scratch) {
   if (calib.inputs == nullptr || calib.n_samples <= 0 || calib.seqlen <= 0) {
     return invalid_argument("imatrix: calibration inputs missing or empty");
   }
@@ -85,7 +86,8 @@ Result<PerLinear<std::vector<float>>> block_imatrix(const BlockTensors<float>& b
   };
   constexpr int64_t kChunk = 8;  // samples per forward, bounding the saved activations
   const int64_t row = calib.seqlen * b.hidden, d = b.hidden;
-  BlockActivations<float> act;
+  BlockActivations<float> own;
+  BlockActivations<float>& act = scratch != nullptr ? *scratch : own;
   std::vector<float> y;
   std::vector<uint8_t> row_mask;
   for (int64_t s0 = 0; s0 < calib.n_samples; s0 += kChunk) {

@@ -29,11 +29,13 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 // OPT-RTN of one block: the imatrix of each linear on the full-precision block's inputs
 // (§1.5), then the weighted scale search; an MoE expert no calibration token reached has no
 // imatrix and is plain RTN (listed in `unrouted`). The imatrix forward's output, the next
-// block's input, goes to `next`. Losses are left unset.
+// block's input, goes to `next`. Losses are left unset. `act` is the forward's scratch, kept from
+// block to block (block_imatrix).
 Result<TuneResult> opt_rtn_block(const BlockTensors<float>& block,
                                  const PerLinear<formats::QuantScheme>& schemes,
-                                 const BlockCalibration& calib, ThreadPool& pool, float* next) {
-  QS_ASSIGN_OR_RETURN(auto imatrix, block_imatrix(block, calib, pool, next));
+                                 const BlockCalibration& calib, ThreadPool& pool, float* next,
+                                 BlockActivations<float>& act) {
+  QS_ASSIGN_OR_RETURN(auto imatrix, block_imatrix(block, calib, pool, next, &act));
   TuneResult out;
   out.weights.resize(block.n_linears());
   for (int j = 0; j < block.n_linears(); ++j) {
@@ -183,6 +185,7 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
   auto head_plan = by_module.find("lm_head");
   const bool tune_head = head_plan != by_module.end() && head_plan->second->quantize;
   const auto tune_start = std::chrono::steady_clock::now();
+  BlockActivations<float> imatrix_act;  // OPT-RTN's forward scratch, the same size every block
   for (int64_t i = 0; i < n_blocks; ++i) {
     if (cancelled && cancelled())
       return io_error("interrupted; " + o.output_dir + " left as it was");
@@ -249,7 +252,8 @@ Result<TunedModel> tune_model(const QuantizeOptions& o, const QuantPlan& plan,
       // next block's input. No loss is computed: it would cost a second forward (of the
       // quantized block) that the method itself does not need; the table shows "-".
       const BlockCalibration calib{x_fp.data(), nullptr, nullptr, loss_mask.data(), n, seqlen};
-      QS_ASSIGN_OR_RETURN(tuned, opt_rtn_block(block, schemes, calib, pool, targets.data()));
+      QS_ASSIGN_OR_RETURN(tuned,
+                          opt_rtn_block(block, schemes, calib, pool, targets.data(), imatrix_act));
       report.initial_loss = report.best_loss = NAN;
       std::swap(x_fp, targets);
     }
