@@ -1,53 +1,13 @@
 // python: the engine behind quantserve.LLM (see llm_core.h).
 #include "llm_core.h"
 
-#include <algorithm>
-#include <filesystem>
-
-#include "core/mmap_file.h"
+#include "engine/eos_ids.h"
 #include "engine/kv_cache.h"
 #include "engine/memory_budget.h"
 #include "io/hf_cache.h"
 #include "server/chat_content.h"
 
 namespace qs::py {
-namespace {
-
-// config.json, generation_config.json and the tokenizer's EOS ids, merged as vLLM merges them
-// (and as the CLI's apps::merged_eos_ids does): chat models list their end-of-turn token there.
-std::vector<int32_t> merged_eos(const models::ModelConfig& config, const io::GenerationConfig& gen,
-                                const tok::Tokenizer& tokenizer) {
-  std::vector<int32_t> eos = config.eos_token_ids;
-  for (int64_t id : gen.eos_token_ids) eos.push_back(static_cast<int32_t>(id));
-  if (tokenizer.eos_id() >= 0) eos.push_back(tokenizer.eos_id());
-  std::sort(eos.begin(), eos.end());
-  eos.erase(std::unique(eos.begin(), eos.end()), eos.end());
-  return eos;
-}
-
-// serve's KV budget (cmd_serve.cc, kv_cache_budget): what was asked for, else what
-// max_num_seqs sequences of max_model_len need, capped at a quarter of the memory available
-// now so that a small model does not take the host, and never below one whole sequence.
-Result<int64_t> kv_budget(const LlmOptions& o, const engine::EngineConfig& e,
-                          const models::ModelConfig& config) {
-  if (o.kv_cache_memory_bytes) {
-    if (*o.kv_cache_memory_bytes < 1) {
-      return invalid_argument("kv_cache_memory_bytes must be positive, got " +
-                              std::to_string(*o.kv_cache_memory_bytes));
-    }
-    return *o.kv_cache_memory_bytes;
-  }
-  if (o.memory_fraction) return engine::kv_cache_bytes_from_memory_fraction(*o.memory_fraction);
-  QS_ASSIGN_OR_RETURN(int64_t available, engine::available_memory_bytes());
-  const double per_token =
-      static_cast<double>(engine::kv_cache_bytes_per_token(config, e.kv_cache_dtype));
-  const double one = per_token * static_cast<double>(e.max_model_len + e.block_size);
-  const double wanted = one * static_cast<double>(e.max_num_seqs);
-  return static_cast<int64_t>(
-      std::max(std::min(wanted, 0.25 * static_cast<double>(available)), one));
-}
-
-}  // namespace
 
 Result<std::unique_ptr<LlmCore>> LlmCore::load(const LlmOptions& o) {
   if (o.model.empty()) return invalid_argument("model is required");
@@ -73,7 +33,7 @@ Result<std::unique_ptr<LlmCore>> LlmCore::load(const LlmOptions& o) {
     return chat.status();  // a template that is there but does not parse
   }
   const models::ModelConfig& config = core->model_->config();
-  core->eos_ids_ = merged_eos(config, core->gen_, *core->tokenizer_);
+  core->eos_ids_ = engine::merged_eos_ids(config, core->gen_, *core->tokenizer_);
 
   engine::EngineConfig e;
   e.max_model_len = config.max_position_embeddings;
@@ -95,7 +55,19 @@ Result<std::unique_ptr<LlmCore>> LlmCore::load(const LlmOptions& o) {
   }
   e.enable_prefix_caching = o.enable_prefix_caching;
   e.kv_cache_dtype = cache_dtype;
-  QS_ASSIGN_OR_RETURN(e.kv_cache_bytes, kv_budget(o, e, config));
+  // serve's sizing, from vLLM's keywords here (its flags there).
+  if (o.kv_cache_memory_bytes && *o.kv_cache_memory_bytes < 1) {
+    return invalid_argument("kv_cache_memory_bytes must be positive, got " +
+                            std::to_string(*o.kv_cache_memory_bytes));
+  }
+  engine::ServingKvCacheSize size;
+  size.bytes = o.kv_cache_memory_bytes;
+  if (!size.bytes) size.memory_fraction = o.memory_fraction;
+  size.max_model_len = e.max_model_len;
+  size.max_num_seqs = e.max_num_seqs;
+  size.block_size = e.block_size;
+  size.cache_dtype = e.kv_cache_dtype;
+  QS_ASSIGN_OR_RETURN(e.kv_cache_bytes, engine::serving_kv_cache_bytes(config, size));
   core->pool_ =
       std::make_unique<ThreadPool>(o.threads > 0 ? o.threads : ThreadPool::default_threads());
   QS_ASSIGN_OR_RETURN(core->engine_, engine::Engine::create(*core->model_, core->tokenizer_.get(),
@@ -130,12 +102,8 @@ Result<std::string> LlmCore::render_chat(const nlohmann::ordered_json& messages,
   // As vLLM's LLM.chat and serve's --chat-template: a file, or the template itself.
   std::unique_ptr<tok::ChatTemplate> given;
   if (template_source) {
-    std::string source = *template_source;
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(source, ec)) {
-      QS_ASSIGN_OR_RETURN(source, read_file(source));
-    }
-    QS_ASSIGN_OR_RETURN(tok::ChatTemplate t, tok::ChatTemplate::from_string(source));
+    QS_ASSIGN_OR_RETURN(tok::ChatTemplate t,
+                        tok::ChatTemplate::from_file_or_string(*template_source));
     given = std::make_unique<tok::ChatTemplate>(std::move(t));
   }
   const tok::ChatTemplate* chat = given ? given.get() : chat_template_.get();

@@ -12,6 +12,7 @@
 #include "apps/sampling_flags.h"
 #include "core/json.h"
 #include "engine/engine.h"
+#include "engine/eos_ids.h"
 #include "engine/memory_budget.h"
 #include "io/checkpoint.h"
 #include "io/generation_config.h"
@@ -86,8 +87,8 @@ Status run(const Flags& flags) {
   }
   QS_ASSIGN_OR_RETURN(
       ThroughputRun run,
-      generate_all(*model, *tokenizer, merged_eos_ids(model->config(), gen, *tokenizer), threads,
-                   requests));
+      generate_all(*model, *tokenizer, engine::merged_eos_ids(model->config(), gen, *tokenizer),
+                   threads, requests));
   const int64_t total = run.prompt_tokens + run.output_tokens;
   const double n = static_cast<double>(requests.size());
   std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",

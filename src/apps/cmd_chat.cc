@@ -15,6 +15,7 @@
 #include "apps/sampling_flags.h"
 #include "core/log.h"
 #include "engine/engine.h"
+#include "engine/eos_ids.h"
 #include "engine/memory_budget.h"
 #include "io/generation_config.h"
 #include "models/model.h"
@@ -122,7 +123,7 @@ Status run(const Flags& flags) {
   QS_RETURN_IF_ERROR(sampling_params_from_flags(flags, gen, kDefaultMaxTokens, &params));
   QS_RETURN_IF_ERROR(params.validate(tokenizer->vocab_size()));
 
-  const std::vector<int32_t> eos = merged_eos_ids(model->config(), gen, *tokenizer);
+  const std::vector<int32_t> eos = engine::merged_eos_ids(model->config(), gen, *tokenizer);
 
   // The engine lives for the whole conversation, sized for one request of the model's
   // context, or of what half the free memory holds if that is less.

@@ -20,6 +20,7 @@
 #include "apps/sampling_flags.h"
 #include "core/mmap_file.h"
 #include "engine/engine.h"
+#include "engine/eos_ids.h"
 #include "engine/memory_budget.h"
 #include "io/generation_config.h"
 #include "models/model.h"
@@ -198,7 +199,7 @@ Status run(const Flags& flags) {
         "the prompt is empty and the tokenizer adds no BOS token to start from");
   }
 
-  const std::vector<int32_t> eos = merged_eos_ids(model->config(), gen, *tokenizer);
+  const std::vector<int32_t> eos = engine::merged_eos_ids(model->config(), gen, *tokenizer);
   // The engine stops at the end of the context; say so up front rather than only in the
   // finish reason.
   const int64_t room =

@@ -12,8 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "apps/commands.h"
@@ -27,6 +25,7 @@
 #include "core/thread_pool.h"
 #include "diffusion/flux_pipeline.h"
 #include "engine/engine.h"
+#include "engine/eos_ids.h"
 #include "engine/memory_budget.h"
 #include "io/generation_config.h"
 #include "models/model.h"
@@ -127,14 +126,8 @@ Status check_flag_values(const Flags& flags) {
 Result<std::unique_ptr<tok::ChatTemplate>> load_chat_template(const Flags& flags,
                                                               const std::string& dir) {
   if (flags.has("chat-template")) {
-    std::string source = flags.get("chat-template");
-    if (std::filesystem::is_regular_file(source)) {
-      std::ifstream in(source);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      source = ss.str();
-    }
-    QS_ASSIGN_OR_RETURN(tok::ChatTemplate t, tok::ChatTemplate::from_string(source));
+    QS_ASSIGN_OR_RETURN(tok::ChatTemplate t,
+                        tok::ChatTemplate::from_file_or_string(flags.get("chat-template")));
     return std::make_unique<tok::ChatTemplate>(std::move(t));
   }
   Result<tok::ChatTemplate> t = tok::ChatTemplate::from_model_dir(dir);
@@ -147,24 +140,21 @@ Result<std::unique_ptr<tok::ChatTemplate>> load_chat_template(const Flags& flags
   return std::make_unique<tok::ChatTemplate>(std::move(*t));
 }
 
-// The KV cache's bytes: --kv-cache-memory as given, else --gpu-memory-utilization of the memory
-// available after loading (vLLM's names), else what max_num_seqs sequences of max_model_len
-// need, capped at a quarter of the available memory so a small model does not take the host.
+// The KV cache's bytes from --kv-cache-memory or --gpu-memory-utilization (vLLM's names), else
+// engine::serving_kv_cache_bytes' default for max_num_seqs sequences of max_model_len.
 Result<int64_t> kv_cache_budget(const Flags& flags, const engine::EngineConfig& engine_config,
                                 const models::ModelConfig& config) {
-  if (flags.has("kv-cache-memory")) return parse_bytes(flags.get("kv-cache-memory"));
-  if (flags.has("gpu-memory-utilization")) {
-    QS_ASSIGN_OR_RETURN(double fraction, flags.get_double("gpu-memory-utilization"));
-    return engine::kv_cache_bytes_from_memory_fraction(fraction);
+  engine::ServingKvCacheSize size;
+  if (flags.has("kv-cache-memory")) {
+    QS_ASSIGN_OR_RETURN(size.bytes, parse_bytes(flags.get("kv-cache-memory")));
+  } else if (flags.has("gpu-memory-utilization")) {
+    QS_ASSIGN_OR_RETURN(size.memory_fraction, flags.get_double("gpu-memory-utilization"));
   }
-  QS_ASSIGN_OR_RETURN(int64_t available, engine::available_memory_bytes());
-  const double per_token =
-      static_cast<double>(engine::kv_cache_bytes_per_token(config, engine_config.kv_cache_dtype));
-  const double wanted = per_token * static_cast<double>(engine_config.max_model_len + 16) *
-                        static_cast<double>(engine_config.max_num_seqs);
-  const double cap = 0.25 * static_cast<double>(available);
-  const double floor = per_token * static_cast<double>(engine_config.max_model_len + 16);
-  return static_cast<int64_t>(std::max(std::min(wanted, cap), floor));
+  size.max_model_len = engine_config.max_model_len;
+  size.max_num_seqs = engine_config.max_num_seqs;
+  size.block_size = engine_config.block_size;
+  size.cache_dtype = engine_config.kv_cache_dtype;
+  return engine::serving_kv_cache_bytes(config, size);
 }
 
 // vLLM's defaults, overridden by the checkpoint's generation_config.json.
@@ -360,9 +350,10 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(engine_config.kv_cache_bytes, kv_cache_budget(flags, engine_config, config));
 
   ThreadPool pool(threads);
-  QS_ASSIGN_OR_RETURN(auto engine, engine::Engine::create(*model, tokenizer.get(),
-                                                          merged_eos_ids(config, gen, *tokenizer),
-                                                          pool, engine_config));
+  QS_ASSIGN_OR_RETURN(
+      auto engine,
+      engine::Engine::create(*model, tokenizer.get(),
+                             engine::merged_eos_ids(config, gen, *tokenizer), pool, engine_config));
   server::EngineBackend backend(std::move(engine));
   server::ServerMetrics metrics(info.served_model_name, info.max_model_len);
 

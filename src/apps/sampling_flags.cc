@@ -1,7 +1,6 @@
 // apps: shared sampling flags.
 #include "apps/sampling_flags.h"
 
-#include <algorithm>
 #include <climits>
 #include <optional>
 #include <string>
@@ -87,17 +86,6 @@ Result<int> thread_count(const Flags& flags) {
     return invalid_argument("--threads must be in [1, 1024], got " + std::to_string(threads));
   }
   return static_cast<int>(threads);
-}
-
-std::vector<int32_t> merged_eos_ids(const models::ModelConfig& config,
-                                    const io::GenerationConfig& gen,
-                                    const tok::Tokenizer& tokenizer) {
-  std::vector<int32_t> eos = config.eos_token_ids;
-  for (int64_t id : gen.eos_token_ids) eos.push_back(static_cast<int32_t>(id));
-  if (tokenizer.eos_id() >= 0) eos.push_back(tokenizer.eos_id());
-  std::sort(eos.begin(), eos.end());
-  eos.erase(std::unique(eos.begin(), eos.end()), eos.end());
-  return eos;
 }
 
 }  // namespace qs::apps

@@ -1,16 +1,13 @@
 // apps: the sampling flags that `generate` and `chat` share (vLLM / llama.cpp spelling), how
 // they combine with generation_config.json (flag, else the checkpoint's value, else the
-// default: vLLM's precedence), and the EOS set a request stops on.
+// default: vLLM's precedence).
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "apps/flags.h"
 #include "engine/sampler.h"
 #include "io/generation_config.h"
-#include "models/model_config.h"
-#include "tokenizer/tokenizer.h"
 
 namespace qs::apps {
 
@@ -26,11 +23,5 @@ Status sampling_params_from_flags(const Flags& flags, const io::GenerationConfig
 
 // --threads, checked to be in [1, 1024].
 Result<int> thread_count(const Flags& flags);
-
-// EOS ids from config.json, generation_config.json and the tokenizer, merged as vLLM does;
-// chat models list their end-of-turn token there (e.g. <|im_end|>).
-std::vector<int32_t> merged_eos_ids(const models::ModelConfig& config,
-                                    const io::GenerationConfig& gen,
-                                    const tok::Tokenizer& tokenizer);
 
 }  // namespace qs::apps

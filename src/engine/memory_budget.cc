@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -51,6 +52,25 @@ Result<int64_t> kv_cache_bytes_for_tokens(const models::ModelConfig& config, int
     return out_of_range(msg);
   }
   return static_cast<int64_t>(bytes);
+}
+
+Result<int64_t> serving_kv_cache_bytes(const models::ModelConfig& config,
+                                       const ServingKvCacheSize& size) {
+  if (size.bytes) {
+    if (*size.bytes < 1) {
+      return invalid_argument("the KV cache size must be positive, got " +
+                              std::to_string(*size.bytes) + " bytes");
+    }
+    return *size.bytes;
+  }
+  if (size.memory_fraction) return kv_cache_bytes_from_memory_fraction(*size.memory_fraction);
+  QS_ASSIGN_OR_RETURN(int64_t available, available_memory_bytes());
+  const double one_sequence =
+      static_cast<double>(kv_cache_bytes_per_token(config, size.cache_dtype)) *
+      static_cast<double>(size.max_model_len + size.block_size);
+  const double wanted = one_sequence * static_cast<double>(size.max_num_seqs);
+  const double cap = 0.25 * static_cast<double>(available);
+  return static_cast<int64_t>(std::max(std::min(wanted, cap), one_sequence));
 }
 
 }  // namespace qs::engine

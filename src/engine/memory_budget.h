@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -30,5 +31,23 @@ Result<int64_t> kv_cache_bytes_from_memory_fraction(double fraction);
 // memory is an error that says so, never an out-of-memory kill.
 Result<int64_t> kv_cache_bytes_for_tokens(const models::ModelConfig& config, int64_t n_tokens,
                                           int64_t block_size = 16, DType cache_dtype = DType::kF32);
+
+// How a server's KV cache is sized, for a cache shared by requests of unknown length: `serve`
+// and the Python LLM both size theirs here, so the same flags and keywords give the same cache.
+struct ServingKvCacheSize {
+  std::optional<int64_t> bytes;           // serve's --kv-cache-memory: exactly this (> 0)
+  std::optional<double> memory_fraction;  // --gpu-memory-utilization, of the memory available
+  int64_t max_model_len = 0;              // the engine's, as it will run
+  int64_t max_num_seqs = 0;
+  int64_t block_size = 16;
+  DType cache_dtype = DType::kF32;
+};
+
+// `bytes` when set, else `memory_fraction` of the memory available now, else what
+// max_num_seqs sequences of max_model_len (plus a partly filled block each) need, capped at a
+// quarter of the available memory so that a small model does not take the host, and never
+// below one such sequence, so that the longest request allowed fits.
+Result<int64_t> serving_kv_cache_bytes(const models::ModelConfig& config,
+                                       const ServingKvCacheSize& size);
 
 }  // namespace qs::engine

@@ -123,6 +123,13 @@ Result<ChatTemplate> ChatTemplate::from_string(const std::string& source,
   return t;
 }
 
+Result<ChatTemplate> ChatTemplate::from_file_or_string(const std::string& file_or_source) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file_or_source, ec)) return from_string(file_or_source);
+  QS_ASSIGN_OR_RETURN(std::string source, read_file(file_or_source));
+  return from_string(source);
+}
+
 Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
                                          bool add_generation_prompt,
                                          const nlohmann::ordered_json& extra_context,

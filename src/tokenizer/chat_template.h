@@ -27,6 +27,10 @@ class ChatTemplate {
   static Result<ChatTemplate> from_string(const std::string& source,
                                           std::optional<std::string> bos_token = std::nullopt,
                                           std::optional<std::string> eos_token = std::nullopt);
+  // vLLM's --chat-template (serve) and LLM.chat(chat_template=): the path of a file that holds
+  // the template, else the template itself. Like vLLM's, it renders without the checkpoint's
+  // bos_token and eos_token.
+  static Result<ChatTemplate> from_file_or_string(const std::string& file_or_source);
 
   // Renders with the context apply_chat_template builds: `messages`, `tools` (None unless
   // extra_context has it), `documents` (None), `add_generation_prompt`, bos_token and
