@@ -41,12 +41,44 @@ _DIFFUSION_AT_DEFAULT = {
 _DIFFUSION_IGNORED = {"enforce_eager", "trust_remote_code", "log_stats", "disable_log_stats"}
 
 
-def _image_from_rgb8(width: int, height: int, data: bytes):
+def _image_from_rgb8(width: int, height: int, data):
+    """A PIL image of `data`, uint8 RGB [height, width, 3] (a buffer; PIL copies it)."""
     try:
         from PIL import Image
     except ImportError as e:
         raise ImportError("quantserve.Omni returns PIL images: pip install pillow") from e
     return Image.frombytes("RGB", (width, height), data)
+
+
+def _numpy(output_type: str):
+    """numpy, or None when it is not installed and `output_type` does not need it."""
+    try:
+        import numpy
+    except ImportError as e:
+        if output_type == "pil":
+            return None
+        raise ImportError(f"output_type={output_type!r} returns numpy arrays: pip install "
+                          "numpy") from e
+    return numpy
+
+
+def _image_output(rid, prompt, sp, runs, metrics) -> OmniRequestOutput:
+    """One prompt's output from FluxCore.generate's (width, height, rgb8, rgb, latents) per
+    image. Every array is a numpy view of the engine's buffer (np.asarray of the memoryview
+    FluxCore hands over: no copy); PIL images are made from the same uint8 pixels."""
+    np = _numpy(sp.output_type)
+    decoded = runs[0][2] is not None
+    image_arrays = [np.asarray(rgb8) for _, _, rgb8, _, _ in runs] if np and decoded else []
+    latents = [np.asarray(z) for *_, z in runs] if np else None
+    if sp.output_type == "pil":
+        images = [_image_from_rgb8(w, h, rgb8) for w, h, rgb8, _, _ in runs]
+    elif sp.output_type == "np":
+        images = [np.asarray(rgb) for _, _, _, rgb, _ in runs]
+    else:  # "latent": as diffusers' FluxPipeline, the images are the packed latents
+        images = list(latents)
+    return OmniRequestOutput(request_id=rid, final_output_type="image", images=images,
+                             prompt=prompt, latents=latents, metrics=metrics,
+                             image_arrays=image_arrays)
 
 
 class Omni:
@@ -103,22 +135,21 @@ class Omni:
         params = self._params_for(parsed, sampling_params_list)
         # Every request is checked before the first image is made.
         requests = [self._request(p, sp) for p, sp in zip(parsed, params)]
-        for r, _ in requests:
+        for (r, _), sp in zip(requests, params):
             self._flux.validate(**r)
+            _numpy(sp.output_type)
         outputs = []
         with _progress(use_tqdm, len(requests)) as bar:
             for (prompt, _), sp, (r, seed) in zip(parsed, params, requests):
                 rid = str(self._next_id)
                 self._next_id += 1
-                images = []
                 t0 = time.perf_counter()
-                for i in range(sp.num_outputs_per_prompt):
-                    # As the server's n: image i uses seed + i.
-                    width, height, data = self._flux.generate(**r, seed=(seed + i) % 2**64)
-                    images.append(_image_from_rgb8(width, height, data))
+                # As the server's n: image i uses seed + i.
+                runs = [self._flux.generate(**r, seed=(seed + i) % 2**64,
+                                            output_type=sp.output_type)
+                        for i in range(sp.num_outputs_per_prompt)]
                 metrics = {"generation_time_s": time.perf_counter() - t0, "seed": seed}
-                outputs.append(OmniRequestOutput(request_id=rid, final_output_type="image",
-                                                 images=images, prompt=prompt, metrics=metrics))
+                outputs.append(_image_output(rid, prompt, sp, runs, metrics))
                 bar.update(1)
         return outputs
 

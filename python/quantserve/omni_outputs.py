@@ -1,6 +1,8 @@
 """OmniRequestOutput with vLLM-Omni's names (vllm_omni/outputs.py): what Omni.generate returns,
-one per prompt. A diffusion pipeline's output holds `images` (PIL images); a text model's holds
-its vLLM RequestOutput in `request_output`, whose fields it also answers for (`outputs`,
+one per prompt. A diffusion pipeline's output holds `images` (PIL images, or numpy arrays for
+output_type "np" and "latent") and, with numpy installed, `image_arrays` (the pixels as uint8
+numpy arrays) and `latents`, each a view of the engine's buffer; a text model's holds its vLLM
+RequestOutput in `request_output`, whose fields it also answers for (`outputs`,
 `prompt_token_ids`), as vLLM-Omni's output of a text stage does."""
 
 from __future__ import annotations
@@ -21,8 +23,11 @@ class OmniRequestOutput:
     request_output: Optional[RequestOutput] = None
     images: list = field(default_factory=list)
     prompt: Optional[str] = None
+    # A list with one float32 [n_img, channels] array (the final packed latents) per image.
     latents: Any = None
     metrics: dict = field(default_factory=dict)
+    # One uint8 [height, width, 3] array per image: the pixels of `images`, without a copy.
+    image_arrays: list = field(default_factory=list)
 
     @property
     def outputs(self):
@@ -39,6 +44,7 @@ class OmniRequestOutput:
         if not self.images:
             raise ValueError(f"request {self.request_id} has no images to save "
                              f"(final_output_type={self.final_output_type!r}).")
+        pixels = self._pixels()
         path = os.fspath(path)
         stem, suffix = os.path.splitext(path)
         if os.path.isdir(path) or not suffix:
@@ -49,6 +55,19 @@ class OmniRequestOutput:
             names = [path]
         else:
             names = [f"{stem}_{i}{suffix}" for i in range(len(self.images))]
-        for image, name in zip(self.images, names):
-            image.save(name)
+        for image, rgb8, name in zip(self.images, pixels, names):
+            if hasattr(image, "save"):
+                image.save(name)
+            else:
+                from PIL import Image
+                Image.fromarray(rgb8).save(name)
         return names
+
+    def _pixels(self):
+        """The uint8 arrays behind `images` (output_type "np"); PIL images need none."""
+        if self.image_arrays:
+            return self.image_arrays
+        if self.images and not hasattr(self.images[0], "save"):
+            raise ValueError(f"request {self.request_id} holds latents, not images: decode them "
+                             "or generate with output_type 'pil' or 'np'.")
+        return [None] * len(self.images)

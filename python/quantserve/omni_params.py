@@ -34,6 +34,11 @@ _UNSUPPORTED = {
 }
 
 
+# diffusers' output types: PIL images, float32 numpy images in [0, 1], or the packed latents
+# without the VAE decode.
+_OUTPUT_TYPES = ("pil", "np", "latent")
+
+
 def _positive_int(name, value, optional=False):
     if value is None and optional:
         return None
@@ -116,9 +121,9 @@ class OmniDiffusionSamplingParams:
         if self.extra_args:
             raise ValueError(f"extra_args {sorted(self.extra_args)} are not supported by "
                              "quantserve's FLUX pipeline.")
-        if self.output_type != "pil":
+        if self.output_type not in _OUTPUT_TYPES:
             raise ValueError(f"output_type={self.output_type!r} is not supported: quantserve's "
-                             "Omni returns PIL images (output_type='pil').")
+                             "Omni returns 'pil' images, 'np' arrays or the 'latent' latents.")
         _positive_int("num_inference_steps", self.num_inference_steps)
         _positive_int("num_outputs_per_prompt", self.num_outputs_per_prompt)
         _positive_int("height", self.height, optional=True)

@@ -70,10 +70,7 @@ void bind_eval(nb::module_& m) {
         a.kv_cache_dtype = kv_cache_dtype;
         a.reference_kv_cache_dtype = reference_kv_cache_dtype;
         std::optional<Result<std::string>> json;
-        {
-          nb::gil_scoped_release release;
-          json.emplace(eval_json(a));
-        }
+        without_gil("evaluating (lower seqlen)", [&] { json.emplace(eval_json(a)); });
         return value_or_throw(std::move(*json));
       },
       "model"_a, "reference"_a, "revision"_a, "dataset"_a, "seqlen"_a, "max_tokens"_a,

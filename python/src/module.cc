@@ -55,10 +55,10 @@ void check_ids(const LlmCore& core, const std::vector<int32_t>& ids) {
 
 std::unique_ptr<LlmCore> load_core(const LlmOptions& options) {
   std::optional<Result<std::unique_ptr<LlmCore>>> loaded;
-  {
-    nb::gil_scoped_release release;
-    loaded.emplace(LlmCore::load(options));
-  }
+  without_gil(
+      "loading the model and allocating its KV cache (lower max_model_len, max_num_seqs or "
+      "kv_cache_memory_bytes)",
+      [&] { loaded.emplace(LlmCore::load(options)); });
   return value_or_throw(std::move(*loaded));
 }
 
@@ -127,15 +127,15 @@ void bind_core(nb::module_& m) {
             request.id = id;
             request.prompt_ids = std::move(prompt_ids);
             request.params = value_or_throw(sampling_params_from_dict(params));
-            Status s;
-            {
-              nb::gil_scoped_release release;
-              s = core.add_request(std::move(request));
-            }
-            check_ok(s);
+            check_ok(without_gil("adding a request",
+                                 [&] { return core.add_request(std::move(request)); }));
           },
           "request_id"_a, "prompt_token_ids"_a, "params"_a)
-      .def("step", &LlmCore::step, nb::call_guard<nb::gil_scoped_release>())
+      .def("step",
+           [](LlmCore& core) {
+             return without_gil("running an engine step (lower max_num_batched_tokens)",
+                                [&] { return core.step(); });
+           })
       .def("abort", &LlmCore::abort, nb::call_guard<nb::gil_scoped_release>())
       .def("has_unfinished", &LlmCore::has_unfinished, nb::call_guard<nb::gil_scoped_release>())
       .def(

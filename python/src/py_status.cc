@@ -35,6 +35,12 @@ nb::object status_exception(const Status& status) {
   return errors.attr(exception_name(status.code()))(nb::str(m.data(), m.size()));
 }
 
+void throw_memory_error(const char* what) {
+  PyErr_Format(PyExc_MemoryError, "out of memory while %s (an allocation failed: std::bad_alloc)",
+               what);
+  throw nb::python_error();
+}
+
 void throw_status(const Status& status) {
   nb::object exc = status_exception(status);
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());

@@ -187,10 +187,9 @@ void bind_quantize(nb::module_& m) {
              bool overwrite) {
             InterruptPoll interrupted;
             std::optional<Result<quant::QuantizeSummary>> summary;
-            {
-              nb::gil_scoped_release release;
+            without_gil("quantizing (lower nsamples, seqlen or batch_size)", [&] {
               summary.emplace(setup.run(output_dir, format, overwrite, interrupted));
-            }
+            });
             // A Ctrl-C stopped the run, which removed its staging directory: raise that.
             interrupted.raise_if_interrupted();
             return summary_dict(value_or_throw(std::move(*summary)));

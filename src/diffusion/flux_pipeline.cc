@@ -154,6 +154,11 @@ Status FluxPipeline::validate(const FluxRequest& req) const {
 }
 
 Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& pool) const {
+  QS_ASSIGN_OR_RETURN(std::vector<float> latents, denoise(req, pool));
+  return decode(std::move(latents), req.width, req.height, pool);
+}
+
+Result<std::vector<float>> FluxPipeline::denoise(const FluxRequest& req, ThreadPool& pool) const {
   QS_RETURN_IF_ERROR(validate(req));
   int64_t n_img = 0, ch = 0;
   QS_RETURN_IF_ERROR(latent_shape(req, &n_img, &ch));
@@ -219,7 +224,21 @@ Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& poo
                                                std::to_string(req.steps));
     }
   }
+  return latents;
+}
 
+Result<FluxImage> FluxPipeline::decode(std::vector<float> latents, int64_t width, int64_t height,
+                                       ThreadPool& pool) const {
+  FluxRequest size;
+  size.width = width, size.height = height;
+  int64_t n_img = 0, ch = 0;
+  QS_RETURN_IF_ERROR(latent_shape(size, &n_img, &ch));
+  if (static_cast<int64_t>(latents.size()) != n_img * ch) {
+    return invalid_argument("the latents hold " + std::to_string(latents.size()) + " values; " +
+                            std::to_string(width) + "x" + std::to_string(height) + " needs [" +
+                            std::to_string(n_img) + ", " + std::to_string(ch) + "]");
+  }
+  const int64_t unit = vae_config_.scale() * 2, h2 = height / unit, w2 = width / unit;
   // _unpack_latents: [h2 * w2, c * 4] -> [c, 2 h2, 2 w2], then z / scaling + shift (1 and 0
   // for a tiny autoencoder, as diffusers' AutoencoderTiny configs say).
   const int64_t c = ch / 4, lh = 2 * h2, lw = 2 * w2;
@@ -245,9 +264,9 @@ Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& poo
     QS_RETURN_IF_ERROR(vae_.decode(z.data(), 1, lh, lw, &decoded, pool));
   }
   FluxImage img;
-  img.width = req.width, img.height = req.height;
+  img.width = width, img.height = height;
   img.latents = std::move(latents);
-  const int64_t hw = req.width * req.height;
+  const int64_t hw = width * height;
   img.rgb.resize(static_cast<size_t>(hw * 3));
   for (int64_t p = 0; p < hw; ++p) {
     for (int64_t k = 0; k < 3; ++k) {

@@ -71,7 +71,15 @@ class FluxPipeline {
 
   // The packed latent grid a request of this size runs on: n_img tokens of `channels`.
   Status latent_shape(const FluxRequest& req, int64_t* n_img, int64_t* channels) const;
+  // denoise, then decode.
   Result<FluxImage> generate(const FluxRequest& req, ThreadPool& pool) const;
+  // The denoising loop alone: the final packed latents [n_img, channels] (latent_shape), what
+  // diffusers' FluxPipeline returns for output_type="latent".
+  Result<std::vector<float>> denoise(const FluxRequest& req, ThreadPool& pool) const;
+  // Packed latents [n_img, channels] of a width x height image, unpacked and decoded by the
+  // pipeline's decoder (vae/, or the tiny autoencoder) into the image generate() returns.
+  Result<FluxImage> decode(std::vector<float> latents, int64_t width, int64_t height,
+                           ThreadPool& pool) const;
 
   const FluxTransformer& transformer() const { return transformer_; }
 

@@ -128,7 +128,7 @@ def test_guidance_default_is_the_pipelines(omni):
     ({"cfg_normalize": True}, "cfg_normalize"),
     ({"sigmas": [1.0, 0.5]}, "sigmas"),
     ({"extra_args": {"x": 1}}, "extra_args"),
-    ({"output_type": "latent"}, "output_type"),
+    ({"output_type": "pt"}, "output_type"),
     ({"num_inference_steps": 0}, "num_inference_steps"),
     ({"height": -64}, "height"),
     ({"seed": -1}, "seed"),

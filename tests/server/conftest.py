@@ -6,6 +6,7 @@ import pathlib
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -15,6 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = pathlib.Path(os.environ.get("QS_BINARY", ROOT / "build" / "quantserve"))
 MODEL_DIR = ROOT / "models" / "stories260K"
 MODEL_NAME = "stories"
+# Helpers shared with tests/python (hf_cache_layout.py).
+sys.path.append(str(ROOT / "tests" / "common"))
 # stories260K ships no chat template: this one sends the message contents as a plain story,
 # so chat requests can be compared with completions of the same tokens.
 CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"

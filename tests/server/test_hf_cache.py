@@ -1,60 +1,33 @@
 """A Hugging Face repo id as the model name, resolved offline through the hub cache.
 
-The cache is written by huggingface_hub's own cache code, the steps its hf_hub_download takes
-after a download (file_download._hf_hub_download_to_cache_dir), with the downloaded bytes
-copied from models/stories260K instead of fetched: repo_folder_name names the repo folder,
-_get_pointer_path the snapshot entry, _create_symlink links it to the blob (relative, as real
-downloads do), _cache_commit_hash_for_specific_revision writes refs/<branch>. huggingface_hub's
-scan_cache_dir and snapshot_download(local_files_only=True) must then see the repo, so the
-layout is the one a real download leaves; and `generate` and `serve` must load it by name.
+The cache is written by huggingface_hub's own cache code (tests/common/hf_cache_layout.py: the
+steps hf_hub_download takes after a download, with the bytes copied from models/stories260K).
+huggingface_hub's scan_cache_dir and snapshot_download(local_files_only=True) must then see the
+repo, so the layout is the one a real download leaves; and `generate` and `serve` must load it
+by name.
 """
 
 import hashlib
 import os
 import pathlib
-import shutil
 import subprocess
 
 import pytest
 import requests
 from huggingface_hub import scan_cache_dir, snapshot_download, try_to_load_from_cache
-from huggingface_hub.file_download import (_cache_commit_hash_for_specific_revision,
-                                           _create_symlink, _get_pointer_path,
-                                           repo_folder_name)
+from huggingface_hub.file_download import repo_folder_name
 
+import hf_cache_layout  # tests/common, on sys.path through conftest.py
 from conftest import BINARY, MODEL_DIR, Server
 
 REPO = "quantserve-test/stories260K"
 MAIN = hashlib.sha1(b"quantserve-test/stories260K main").hexdigest()
 OLD = hashlib.sha1(b"quantserve-test/stories260K v0").hexdigest()
 PROMPT = "Once upon a time"
-# The Hub's default .gitattributes puts these in LFS, whose etag is the file's sha256; other
-# files' etag is their git blob id.
-LFS_SUFFIXES = (".safetensors", ".model", ".bin")
-
-
-def etag(data: bytes, name: str) -> str:
-    if name.endswith(LFS_SUFFIXES):
-        return hashlib.sha256(data).hexdigest()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def place_in_cache(cache_dir: pathlib.Path, revisions: dict) -> pathlib.Path:
-    """Puts models/stories260K into `cache_dir` as REPO, once per {branch or tag: commit}, the way
-    hf_hub_download stores a file it fetched."""
-    storage = cache_dir / repo_folder_name(repo_id=REPO, repo_type="model")
-    for ref, commit in revisions.items():
-        for src in sorted(p for p in MODEL_DIR.iterdir() if p.is_file()):
-            data = src.read_bytes()
-            blob = storage / "blobs" / etag(data, src.name)
-            pointer = _get_pointer_path(str(storage), commit, src.name)
-            blob.parent.mkdir(parents=True, exist_ok=True)
-            os.makedirs(os.path.dirname(pointer), exist_ok=True)
-            if not blob.exists():
-                shutil.copyfile(src, blob)
-            _create_symlink(str(blob), pointer, new_blob=True)
-        _cache_commit_hash_for_specific_revision(str(storage), ref, commit)
-    return storage
+    return hf_cache_layout.place_in_cache(cache_dir, REPO, MODEL_DIR, revisions)
 
 
 @pytest.fixture
