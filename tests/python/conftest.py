@@ -5,6 +5,7 @@ PYTHONPATH=build-py/site) or by pip, and the shipped stories260K model. No netwo
 import json
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -56,3 +57,13 @@ def set_chat_template(model_dir, template):
     config = json.loads(path.read_text())
     config["chat_template"] = template
     path.write_text(json.dumps(config))
+
+
+@pytest.fixture
+def python_sigint():
+    """SIGINT raising KeyboardInterrupt, as in an interactive interpreter. A shell that starts a
+    job in the background (nohup, `cmd &`, some CI runners) leaves SIGINT ignored, and Python
+    keeps an ignored SIGINT ignored at start-up; the Ctrl-C tests need Python's own handler."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

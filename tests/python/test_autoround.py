@@ -192,7 +192,7 @@ def test_arguments_quantserve_does_not_take(tmp_path):
     still_works(tmp_path)
 
 
-def test_ctrl_c_stops_the_run_and_leaves_nothing(tmp_path):
+def test_ctrl_c_stops_the_run_and_leaves_nothing(tmp_path, python_sigint):
     # Tuning blocks of thousands of iterations (about a second each here), interrupted as a
     # user's Ctrl-C would: the run stops after the block under way, its staging directory
     # is removed and the output location is as it was.

@@ -202,7 +202,7 @@ def test_save_images(omni, tmp_path):
             assert pixels(saved) == pixels(image)
 
 
-def test_ctrl_c_cancels_between_steps(omni):
+def test_ctrl_c_cancels_between_steps(omni, python_sigint):
     # A run of thousands of steps, interrupted as a user's Ctrl-C would (SIGINT to the process):
     # it stops after the step under way, and the pipeline is usable again.
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
