@@ -24,6 +24,7 @@ from pathlib import Path
 # Lowest first. A room includes only rooms before it in this list.
 LAYERS = [
     "core",
+    "dist",
     "formats",
     "kernels",
     "ops",

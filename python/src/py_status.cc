@@ -22,6 +22,7 @@ const char* exception_name(StatusCode code) {
       return "FileReadError";
     case StatusCode::kOk:
     case StatusCode::kInternal:
+    case StatusCode::kUnavailable:
       break;
   }
   return "InternalError";

@@ -21,6 +21,8 @@ const char* status_code_name(StatusCode code) {
       return "internal error";
     case StatusCode::kIo:
       return "i/o error";
+    case StatusCode::kUnavailable:
+      return "unavailable";
   }
   return "unknown";
 }

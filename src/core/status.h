@@ -21,6 +21,7 @@ enum class StatusCode {
   kOutOfRange,       // e.g. a prompt longer than the context
   kInternal,
   kIo,
+  kUnavailable,  // a peer this process depends on (another rank) died or stopped answering
 };
 
 class [[nodiscard]] Status {
@@ -66,6 +67,9 @@ inline Status internal_error(std::string m) {
 }
 inline Status io_error(std::string m) {
   return {StatusCode::kIo, std::move(m)};
+}
+inline Status unavailable(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
 }
 
 const char* status_code_name(StatusCode code);

@@ -44,6 +44,8 @@ ApiError error_from_status(const Status& status) {
     case StatusCode::kOutOfRange:
     case StatusCode::kUnimplemented:
       return bad_request(status.message());
+    case StatusCode::kUnavailable:
+      return service_unavailable(status.message());
     default:
       return internal_server_error(status.message());
   }
