@@ -38,6 +38,9 @@ if ! cmp -s /tmp/qs-server-requirements.$$ .venv/requirements.txt; then
 fi
 rm -f /tmp/qs-server-requirements.$$
 QS_BINARY="$PWD/build/quantserve" .venv/bin/python -m pytest -q -p no:cacheprovider tests/server
+# Tensor parallelism across two hosts: network namespaces joined by a veth pair, one rank in
+# each, Open MPI over TCP between them (skips, saying why, where namespaces cannot be made).
+scripts/test_two_hosts.sh build/quantserve
 phase "end-to-end tests"
 
 # The Python package (python/, docs/python.md): the extension module needs every library

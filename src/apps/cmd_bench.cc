@@ -16,6 +16,7 @@
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
+#include "apps/tensor_parallel.h"
 #include "core/json.h"
 #include "engine/engine.h"
 #include "engine/memory_budget.h"
@@ -93,8 +94,16 @@ Status bench_latency(const Flags& flags) {
   const bool roofline = !flags.get_bool("no-roofline");
 
   const double t_load = now_seconds();
+  QS_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> tp, tensor_parallel_group(flags));
   QS_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model,
-                      models::Model::load(dir, load_options_from_flags(flags)));
+                      load_tensor_parallel_model(dir, load_options_from_flags(flags), tp));
+  if (tp != nullptr && tp->rank() != 0) {
+    // Each rank runs with the most threads the list names (give one count per run for a
+    // clean comparison).
+    const int most = *std::max_element(threads_list.begin(), threads_list.end());
+    return run_worker_rank(*model, most == 0 ? ThreadPool::default_threads() : most);
+  }
+  WorkerRelease release_workers(tp.get());
   const models::ModelConfig& cfg = model->config();
   // The roofline counts what a decode step really streams: the resident form of every matmul
   // (packed int codes and scales for quantized layers, lm_head included) and the norms; of the
@@ -126,8 +135,8 @@ Status bench_latency(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(engine_cfg.kv_cache_dtype, kv_cache_dtype_from_flags(flags));
   QS_ASSIGN_OR_RETURN(
       engine_cfg.kv_cache_bytes,
-      engine::kv_cache_bytes_for_tokens(cfg, engine_cfg.max_model_len, engine_cfg.block_size,
-                                        engine_cfg.kv_cache_dtype));
+      engine::kv_cache_bytes_for_tokens(model->local_config(), engine_cfg.max_model_len,
+                                        engine_cfg.block_size, engine_cfg.kv_cache_dtype));
 
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> token_dist(0, static_cast<int32_t>(cfg.vocab_size - 1));
@@ -167,10 +176,16 @@ Status bench_latency(const Flags& flags) {
               ? ops::measure_read_bandwidth_gbs(pool, ops::bandwidth_probe_bytes(), 3)
               : 0;
       std::vector<double> tps;
+      double timed_s = 0;
+      if (tp != nullptr) tp->reset_stats();
       for (int64_t r = 0; r < reps; ++r) {
         QS_ASSIGN_OR_RETURN(double dt, run_once(*engine, random_tokens(test.n), test.prefill));
         tps.push_back(test.n / dt);
+        timed_s += dt;
       }
+      // Rank 0's time in collectives (waiting for the other ranks included) over the timed runs.
+      const dist::Communicator::Stats comm =
+          tp != nullptr ? tp->stats() : dist::Communicator::Stats{};
       const double bw_after = roofline && !test.prefill ? ops::measure_read_bandwidth_gbs(
                                                               pool, ops::bandwidth_probe_bytes(), 3)
                                                         : 0;
@@ -178,6 +193,7 @@ Status bench_latency(const Flags& flags) {
       nlohmann::json r = {{"model", dir},
                           {"architecture", cfg.architecture},
                           {"threads", pool.n_threads()},
+                          {"tensor_parallel_size", tp != nullptr ? tp->size() : 1},
                           {"test", test.name},
                           {"n_tokens", test.n},
                           {"repetitions", reps},
@@ -189,6 +205,12 @@ Status bench_latency(const Flags& flags) {
                           {"resident_weight_bytes", resident_bytes},
                           {"weight_bytes_per_token", bytes_per_token},
                           {"isa", ops::active_kernel_isa()}};
+      if (tp != nullptr) {
+        r["collective_seconds"] = comm.seconds;
+        r["collective_share"] = comm.seconds / timed_s;
+        r["collective_calls_per_token"] = static_cast<double>(comm.calls) / (reps * test.n);
+        r["collective_bytes_per_token"] = static_cast<double>(comm.bytes) / (reps * test.n);
+      }
       std::string roof = "";
       if (roofline && !test.prefill) {
         const double bw = 0.5 * (bw_before + bw_after);
@@ -211,6 +233,15 @@ Status bench_latency(const Flags& flags) {
       std::fprintf(table, "| %s | %.1f | %d | %s | %.2f ± %.2f | %s |\n", cfg.architecture.c_str(),
                    resident_bytes / 1048576.0, pool.n_threads(), test.name.c_str(), s.mean, s.sd,
                    roof.c_str());
+      if (tp != nullptr) {
+        std::fprintf(
+            table,
+            "|   tensor parallel %d ranks: collectives %.1f %% of the time, %.0f calls and "
+            "%.1f KiB per token on rank 0 |||||||\n",
+            tp->size(), 100.0 * comm.seconds / timed_s,
+            static_cast<double>(comm.calls) / (reps * test.n),
+            static_cast<double>(comm.bytes) / (reps * test.n) / 1024.0);
+      }
       std::fflush(table);
       results.push_back(r);
     }
@@ -257,6 +288,7 @@ int cmd_bench(const Args& args) {
       .add("no-roofline", "skip the bandwidth probes around decode tests", true);
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);
+  add_tensor_parallel_flags(flags);
   if (Status s = flags.parse(Args(args.begin() + 1, args.end())); !s.ok()) {
     std::fprintf(stderr, "bench: %s\n\n%s", s.message().c_str(),
                  flags.usage("bench latency").c_str());

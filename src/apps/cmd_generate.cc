@@ -18,6 +18,7 @@
 #include "apps/media_inputs.h"
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
+#include "apps/tensor_parallel.h"
 #include "core/mmap_file.h"
 #include "engine/engine.h"
 #include "engine/eos_ids.h"
@@ -136,7 +137,11 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
 
   const auto load_start = std::chrono::steady_clock::now();
-  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
+  QS_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> tp, tensor_parallel_group(flags));
+  QS_ASSIGN_OR_RETURN(auto model,
+                      load_tensor_parallel_model(dir, load_options_from_flags(flags), tp));
+  if (tp != nullptr && tp->rank() != 0) return run_worker_rank(*model, threads);
+  WorkerRelease release_workers(tp.get());
   QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(dir));
   QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));
   const double load_s = seconds_since(load_start);
@@ -222,7 +227,7 @@ Status run(const Flags& flags) {
   config.max_model_len = std::min<int64_t>(model->config().max_position_embeddings,
                                            prompt_len + request.params.max_tokens);
   QS_ASSIGN_OR_RETURN(config.kv_cache_bytes,
-                      engine::kv_cache_bytes_for_tokens(model->config(), config.max_model_len,
+                      engine::kv_cache_bytes_for_tokens(model->local_config(), config.max_model_len,
                                                         config.block_size, config.kv_cache_dtype));
   ThreadPool pool(static_cast<int>(threads));
   QS_ASSIGN_OR_RETURN(auto engine,
@@ -278,6 +283,7 @@ int cmd_generate(const Args& args) {
       .add("ignore-eos", "keep generating past EOS", true);
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);
+  add_tensor_parallel_flags(flags);
   add_sampling_flags(flags, kDefaultMaxTokens);
   return run_command(kUsageName, flags, args, check_sampling_flag_values, run);
 }

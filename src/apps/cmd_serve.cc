@@ -6,8 +6,11 @@
 // and a Whisper checkpoint as a transcription model (/v1/audio/transcriptions).
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +22,7 @@
 #include "apps/media_inputs.h"
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
+#include "apps/tensor_parallel.h"
 #include "audio/transcribe.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -300,11 +304,20 @@ Status run(const Flags& flags) {
   if (!whisper && flags.has("max-audio-seconds"))
     QS_LOG_WARN("--max-audio-seconds applies to Whisper checkpoints only; %s is not one",
                 dir.c_str());
-  if (std::filesystem::exists(std::filesystem::path(dir) / "model_index.json")) {
-    return run_pipeline(flags, dir, threads, port, &signals);
+  const bool pipeline = std::filesystem::exists(std::filesystem::path(dir) / "model_index.json");
+  if ((pipeline || whisper) && flags.get("tensor-parallel-size") != "1") {
+    return invalid_argument("--tensor-parallel-size applies to decoder LLMs; " + dir + " is " +
+                            (pipeline ? "an image pipeline" : "a Whisper checkpoint"));
   }
+  if (pipeline) return run_pipeline(flags, dir, threads, port, &signals);
   if (whisper) return run_transcriber(flags, dir, threads, port, &signals);
-  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
+  // Under tensor parallelism every rank runs this far with the same flags; rank 0 goes on to
+  // serve and the others compute their shards of its steps.
+  QS_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> tp, tensor_parallel_group(flags));
+  QS_ASSIGN_OR_RETURN(auto model,
+                      load_tensor_parallel_model(dir, load_options_from_flags(flags), tp));
+  if (tp != nullptr && tp->rank() != 0) return run_worker_rank(*model, threads);
+  WorkerRelease release_workers(tp.get());
   QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(dir));
   QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));
   QS_ASSIGN_OR_RETURN(std::unique_ptr<tok::ChatTemplate> chat_template,
@@ -347,7 +360,9 @@ Status run(const Flags& flags) {
   }
   engine_config.enable_prefix_caching = !flags.has("no-enable-prefix-caching");
   QS_ASSIGN_OR_RETURN(engine_config.kv_cache_dtype, kv_cache_dtype_from_flags(flags));
-  QS_ASSIGN_OR_RETURN(engine_config.kv_cache_bytes, kv_cache_budget(flags, engine_config, config));
+  // Per rank: each holds its KV heads' share of every block.
+  QS_ASSIGN_OR_RETURN(engine_config.kv_cache_bytes,
+                      kv_cache_budget(flags, engine_config, model->local_config()));
 
   ThreadPool pool(threads);
   QS_ASSIGN_OR_RETURN(
@@ -365,9 +380,34 @@ Status run(const Flags& flags) {
                 static_cast<long long>(info.max_model_len), threads,
                 media.vision ? (media.audio ? ", images and audio in chat" : ", images in chat")
                              : (media.audio ? ", audio in chat" : ""));
+  // A tensor-parallel rank that dies or hangs breaks the engine: in-flight requests fail with
+  // 503, /health answers 503, and shortly after (so that those answers go out) the server
+  // stops and the command exits non-zero, for mpirun or a supervisor to restart the job.
+  std::atomic<bool> serving{true};
+  std::thread watchdog;
+  if (tp != nullptr) {
+    watchdog = std::thread([&backend, &serving] {
+      while (serving.load() && backend.health().ok()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (!serving.load()) return;
+      QS_LOG_ERROR("tensor parallel group failed (%s); stopping the server",
+                   backend.health().message().c_str());
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      kill(getpid(), SIGTERM);
+    });
+  }
   Status served = serve_until_signal(http, options, info, detail, &signals);
+  serving.store(false);
+  if (watchdog.joinable()) watchdog.join();
   backend.shutdown();
   QS_LOG_INFO("server stopped");
+  if (!backend.health().ok()) {
+    // The group is broken: no collective (MPI_Finalize's included) can finish. Ending the job
+    // from here gives mpirun (also under --enable-recovery) a non-zero exit status.
+    std::fprintf(stderr, "quantserve serve: %s\n", backend.health().message().c_str());
+    dist::abort_job(1);
+  }
   return served;
 }
 
@@ -413,6 +453,7 @@ int cmd_serve(const Args& args) {
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()));
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);
+  add_tensor_parallel_flags(flags);
   // run_command rejects positional arguments; serve takes the model as one.
   Status parsed = flags.parse(args);
   if (parsed.ok() && flags.help_requested()) {

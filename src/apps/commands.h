@@ -21,5 +21,6 @@ int cmd_eval(const Args& args);            // cmd_eval.cc
 int cmd_quantize(const Args& args);        // cmd_quantize.cc
 int cmd_serve(const Args& args);           // cmd_serve.cc
 int cmd_transcribe(const Args& args);      // cmd_transcribe.cc
+int cmd_worker(const Args& args);          // tensor_parallel.cc
 
 }  // namespace qs::apps

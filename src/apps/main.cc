@@ -27,6 +27,9 @@ const std::vector<Command> kCommands = {
      "speech to text with a Whisper checkpoint (text, json, verbose_json, srt, vtt)"},
     {"chat", qs::apps::cmd_chat, "interactive conversation in the model's chat template"},
     {"serve", qs::apps::cmd_serve, "OpenAI-compatible HTTP server (vLLM's endpoints and flags)"},
+    {"worker", qs::apps::cmd_worker,
+     "a tensor-parallel rank other than 0, beside `serve` under mpirun (serve on every rank "
+     "does the same)"},
     {"inspect", qs::apps::cmd_inspect, "summarize a checkpoint directory (--json available)"},
     {"make-model", qs::apps::cmd_make_model,
      "write a random-weight checkpoint at a real model's shapes"},

@@ -75,7 +75,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const models::Model& model,
   }
   KvCacheConfig kv;
   kv.n_layers = c.n_layers;
-  kv.n_kv_heads = c.n_kv_heads;
+  // Under tensor parallelism this rank's KV heads: each rank holds its heads' share of every
+  // block, and kv_cache_bytes is one rank's budget.
+  kv.n_kv_heads = model.local_config().n_kv_heads;
   kv.head_dim = c.head_dim;
   kv.block_size = cfg.block_size;
   if (!ops::kv_cache_dtype_supported(cfg.kv_cache_dtype)) {
@@ -102,7 +104,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const models::Model& model,
                   static_cast<long long>(c.n_layers));
     }
   }
-  const int64_t block_bytes = kv_cache_bytes_per_token(c, kv.dtype) * cfg.block_size;
+  const int64_t block_bytes =
+      kv_cache_bytes_per_token(model.local_config(), kv.dtype) * cfg.block_size;
   kv.n_blocks = cfg.kv_cache_bytes / block_bytes;
   const int64_t need_blocks = (cfg.max_model_len + cfg.block_size - 1) / cfg.block_size;
   if (kv.n_blocks < need_blocks) {
@@ -121,6 +124,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const models::Model& model,
       static_cast<double>(kv.n_blocks * block_bytes) / (1 << 20),
       static_cast<long long>(cfg.max_model_len),
       static_cast<double>(kv.n_blocks * cfg.block_size) / cfg.max_model_len);
+  if (dist::Communicator* tp = model.tensor_parallel()) {
+    // The other ranks allocate the same blocks, so that rank 0's block tables hold there too.
+    QS_RETURN_IF_ERROR(send_cache(*tp, kv).with_context("tensor parallel"));
+    QS_LOG_INFO("engine: tensor parallel over %d ranks (%s)", tp->size(), tp->describe().c_str());
+  }
   return std::unique_ptr<Engine>(new Engine(model, tokenizer, std::move(eos_ids), pool, cfg, kv));
 }
 
@@ -138,6 +146,32 @@ Engine::Engine(const models::Model& model, const tok::Tokenizer* tokenizer,
                                  config.enable_prefix_caching}) {}
 
 Engine::~Engine() = default;
+
+Status Engine::heartbeat() {
+  dist::Communicator* tp = model_.tensor_parallel();
+  if (tp == nullptr || !broken_.ok()) return broken_;
+  Status s = ping(*tp);
+  if (!s.ok()) {
+    broken_ = s.code() == StatusCode::kUnavailable ? s : unavailable(s.message());
+    QS_LOG_ERROR("engine: %s", broken_.message().c_str());
+  }
+  return broken_;
+}
+
+Status Engine::forward(const models::ForwardBatch& batch, std::vector<float>* logits) {
+  if (!broken_.ok()) return broken_;
+  Status s;
+  if (dist::Communicator* tp = model_.tensor_parallel()) {
+    s = send_batch(*tp, batch, model_.config().hidden_size);
+  }
+  if (s.ok()) s = model_.forward(batch, cache_.layers(), pool_, logits);
+  if (s.code() == StatusCode::kUnavailable) {
+    // A rank died or stopped answering: the group cannot compute again.
+    broken_ = s;
+    QS_LOG_ERROR("engine: %s; failing every request", s.message().c_str());
+  }
+  return s;
+}
 
 Status Engine::validate(const EngineRequest& r) const {
   const int64_t vocab = model_.config().vocab_size;
@@ -197,6 +231,7 @@ Status Engine::validate_items(const EngineRequest& r) const {
 }
 
 Status Engine::add_request(EngineRequest request) {
+  if (!broken_.ok()) return broken_;
   QS_RETURN_IF_ERROR(validate(request));
   if (requests_.count(request.id) > 0 ||
       std::any_of(pending_.begin(), pending_.end(),
@@ -380,7 +415,7 @@ std::vector<RequestOutput> Engine::step() {
   const int64_t n_rows = static_cast<int64_t>(batch.token_ids.size());
   models::ForwardBatch::MoeCounts moe;
   batch.moe_counts = &moe;
-  Status batch_status = model_.forward(batch, cache_.layers(), pool_, &logits_);
+  Status batch_status = forward(batch, &logits_);
   stats_.moe_routed_slots += moe.routed_slots;
   stats_.moe_expert_reads += moe.expert_reads;
   ++stats_.steps;
@@ -393,7 +428,7 @@ std::vector<RequestOutput> Engine::step() {
     for (size_t i = 0; i < plan.chunks.size(); ++i) {
       if (!chunk_status[i].ok()) continue;
       models::ForwardBatch one = make_batch({&plan.chunks[i], 1});
-      chunk_status[i] = model_.forward(one, cache_.layers(), pool_, &row);
+      chunk_status[i] = forward(one, &row);
       if (chunk_status[i].ok()) std::copy(row.begin(), row.end(), all.begin() + i * vocab);
     }
     logits_ = std::move(all);
@@ -446,6 +481,16 @@ std::vector<RequestOutput> Engine::step() {
     const bool done = out.finished;
     outputs.push_back(std::move(out));
     if (done) requests_.erase(outputs.back().id);
+  }
+  if (!broken_.ok()) {
+    // The requests this step did not run fail too: nothing can run them any more.
+    for (auto& [id, r] : requests_) {
+      RequestOutput out = new_output(*r);
+      out.error = broken_.with_context("request " + id);
+      finish(*r, "abort", &out);
+      outputs.push_back(std::move(out));
+    }
+    requests_.clear();
   }
   return outputs;
 }

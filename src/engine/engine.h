@@ -21,6 +21,7 @@
 #include "engine/output_processor.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/tensor_parallel_worker.h"
 #include "models/model.h"
 #include "models/multimodal.h"
 #include "tokenizer/tokenizer.h"
@@ -152,6 +153,15 @@ class Engine {
   std::vector<RequestOutput> step();
   // Whether step() has anything to do.
   bool has_unfinished() const { return !requests_.empty() || !pending_.empty(); }
+  // Non-ok once the model can no longer run: a tensor-parallel rank died or stopped answering
+  // (kUnavailable). Every unfinished request has then failed with this error, and new ones are
+  // refused with it; the process should report unhealthy and exit.
+  const Status& health() const { return broken_; }
+  // Under tensor parallelism, checks that every rank still answers (engine/
+  // tensor_parallel_worker.h's ping) and returns health(); a no-op otherwise. EngineLoop calls
+  // it while idle, so that a dead rank shows on /health before the next request.
+  Status heartbeat();
+  bool distributed() const { return model_.tensor_parallel() != nullptr; }
 
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }
@@ -176,6 +186,9 @@ class Engine {
   // Runs the towers of the items whose spans overlap prompt positions [lo, hi) and are not
   // encoded yet.
   Status encode_items(Request& r, int64_t lo, int64_t hi);
+  // Model::forward, after telling the other tensor-parallel ranks (when there are any) to run
+  // the same batch; a broken group sets broken_.
+  Status forward(const models::ForwardBatch& batch, std::vector<float>* logits);
   // The forward batch of `chunks`, in order, M-RoPE positions axis-major.
   models::ForwardBatch make_batch(std::span<const ScheduledChunk> chunks) const;
   // Appends one chunk's rows: its tokens, the embeddings of the placeholders it covers and,
@@ -199,6 +212,7 @@ class Engine {
   std::vector<float> logits_;         // [n_chunks, vocab] of the last forward
   std::vector<float> scratch_;        // [vocab] raw logits kept for logprobs
   std::vector<int32_t> scratch_ids_;  // [vocab] token ids ranked for top logprobs
+  Status broken_;                     // see health()
 };
 
 }  // namespace qs::engine

@@ -1,9 +1,17 @@
 // engine: EngineLoop (see engine_loop.h).
 #include "engine/engine_loop.h"
 
+#include <chrono>
+
 #include "core/check.h"
 
 namespace qs::engine {
+namespace {
+
+// How often an idle engine with tensor-parallel ranks checks on them.
+constexpr std::chrono::seconds kHeartbeatInterval{2};
+
+}  // namespace
 
 EngineLoop::EngineLoop(std::unique_ptr<Engine> engine)
     : engine_(std::move(engine)), config_(engine_->config()) {
@@ -21,6 +29,7 @@ Status EngineLoop::submit(EngineRequest request, Callback callback) {
   QS_RETURN_IF_ERROR(engine_->validate(request));
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!health_.ok()) return health_;
     if (!accepting_) return unimplemented("the engine is shutting down");
     incoming_.emplace_back(std::move(request), std::move(callback));
   }
@@ -39,6 +48,11 @@ void EngineLoop::abort(const std::string& id) {
 EngineStats EngineLoop::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
+}
+
+Status EngineLoop::health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return health_;
 }
 
 void EngineLoop::shutdown(bool abort_in_flight) {
@@ -67,9 +81,15 @@ void EngineLoop::run() {
     bool stopping = false;
     bool abort_in_flight = false;
     const bool busy = engine_->has_unfinished();
+    bool idle = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return busy || stopping_ || !incoming_.empty() || !aborts_.empty(); });
+      auto ready = [&] { return busy || stopping_ || !incoming_.empty() || !aborts_.empty(); };
+      if (engine_->distributed()) {
+        idle = !wake_.wait_for(lock, kHeartbeatInterval, ready);
+      } else {
+        wake_.wait(lock, ready);
+      }
       incoming.swap(incoming_);
       aborts.swap(aborts_);
       stopping = stopping_;
@@ -90,6 +110,12 @@ void EngineLoop::run() {
       }
       callbacks_.emplace(id, std::move(callback));
     }
+    if (idle) {
+      // Nothing to run for a while: make sure the other ranks are still there.
+      Status health = engine_->heartbeat();
+      std::lock_guard<std::mutex> lock(mu_);
+      health_ = health;
+    }
     for (const std::string& id : aborts) engine_->abort(id);
     if (stopping && abort_in_flight) engine_->abort_all();
     std::vector<RequestOutput> outputs;
@@ -99,6 +125,7 @@ void EngineLoop::run() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_ = engine_->stats();
+      health_ = engine_->health();
     }
     for (const RequestOutput& out : outputs) deliver(out);
     if (stopping && !engine_->has_unfinished()) break;

@@ -46,6 +46,9 @@ class EngineLoop {
   void abort(const std::string& id);
   // The stats as of the last step, published before that step's outputs are delivered.
   EngineStats stats() const;
+  // Engine::health() as of the last step: non-ok once the model cannot run any more (a
+  // tensor-parallel rank failed); submit() then refuses with it.
+  Status health() const;
   // Stops accepting requests, then aborts the unfinished ones (abort_in_flight) or lets them
   // finish, and joins the engine thread. Idempotent; not from inside a callback.
   void shutdown(bool abort_in_flight = true);
@@ -67,6 +70,7 @@ class EngineLoop {
   std::vector<std::pair<EngineRequest, Callback>> incoming_;
   std::vector<std::string> aborts_;
   EngineStats stats_;
+  Status health_;
   bool accepting_ = true;
   bool stopping_ = false;
   bool abort_in_flight_ = true;

@@ -109,4 +109,45 @@ void dequantize(const QuantizedWeight& w, float* out) {
   }
 }
 
+QuantizedWeight slice_rows(const QuantizedWeight& w, int64_t r0, int64_t rows) {
+  QS_CHECK(r0 >= 0 && rows > 0 && r0 + rows <= w.n);
+  QuantizedWeight s = w;
+  const int64_t g = w.n_groups();
+  s.n = rows;
+  s.codes.assign(w.codes.begin() + r0 * w.k, w.codes.begin() + (r0 + rows) * w.k);
+  s.scales.assign(w.scales.begin() + r0 * g, w.scales.begin() + (r0 + rows) * g);
+  s.zeros.assign(w.zeros.begin() + r0 * g, w.zeros.begin() + (r0 + rows) * g);
+  return s;
+}
+
+Result<QuantizedWeight> slice_cols(const QuantizedWeight& w, int64_t c0, int64_t cols) {
+  QS_CHECK(c0 >= 0 && cols > 0 && c0 + cols <= w.k);
+  if (!w.g_idx.empty()) {
+    return unimplemented("an act-order weight (g_idx) cannot be split along its " +
+                         std::to_string(w.k) + " input columns: its groups are scattered");
+  }
+  const int64_t g = w.n_groups(), end = c0 + cols;
+  // A single group spanning all of k (per-channel or per-tensor scales) splits anywhere.
+  const bool one_group = g == 1;
+  if (!one_group && (c0 % w.group_size != 0 || (end != w.k && end % w.group_size != 0))) {
+    return invalid_argument("input columns [" + std::to_string(c0) + ", " + std::to_string(end) +
+                            ") of " + std::to_string(w.k) + " would cut a quantization group of " +
+                            std::to_string(w.group_size) + " columns");
+  }
+  QuantizedWeight s = w;
+  s.k = cols;
+  if (one_group) s.group_size = std::max<int64_t>(cols, 1);
+  const int64_t g0 = one_group ? 0 : c0 / w.group_size;
+  const int64_t sg = s.n_groups();
+  s.codes.resize(w.n * cols);
+  s.scales.resize(w.n * sg);
+  s.zeros.resize(w.n * sg);
+  for (int64_t r = 0; r < w.n; ++r) {
+    std::copy_n(w.codes.begin() + r * w.k + c0, cols, s.codes.begin() + r * cols);
+    std::copy_n(w.scales.begin() + r * g + g0, sg, s.scales.begin() + r * sg);
+    std::copy_n(w.zeros.begin() + r * g + g0, sg, s.zeros.begin() + r * sg);
+  }
+  return s;
+}
+
 }  // namespace qs::formats

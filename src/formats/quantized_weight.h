@@ -43,4 +43,13 @@ struct QuantizedWeight {
 // out[n, k] (f32) = scale * (code - zero), or scale * fp8(code): the reference dequantization.
 void dequantize(const QuantizedWeight& w, float* out);
 
+// Tensor-parallel shards (each rank keeps a slice of every split linear, Megatron-style).
+// Output rows [r0, r0 + rows): a column-parallel linear's shard (q/k/v, gate/up, lm_head).
+QuantizedWeight slice_rows(const QuantizedWeight& w, int64_t r0, int64_t rows);
+// Input columns [c0, c0 + cols): a row-parallel linear's shard (o_proj, down_proj). A group is
+// never cut: the slice must start on a group boundary and end on one (or at k), else an error
+// names the group size; act-order weights (a g_idx) are refused, since their groups are
+// scattered over the columns.
+Result<QuantizedWeight> slice_cols(const QuantizedWeight& w, int64_t c0, int64_t cols);
+
 }  // namespace qs::formats

@@ -265,7 +265,8 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
 
 Status decoder_layer(const ModelConfig& c, const DecoderLayerWeights& w, float* x, int64_t n_tokens,
                      const float* cos, const float* sin, const ops::PagedKvLayer& cache,
-                     std::span<const ops::AttentionSeq> seqs, BlockScratch& s, ThreadPool& pool) {
+                     std::span<const ops::AttentionSeq> seqs, BlockScratch& s, ThreadPool& pool,
+                     dist::Communicator* tp) {
   const int64_t n = n_tokens * c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   s.h.resize(n);
@@ -273,6 +274,7 @@ Status decoder_layer(const ModelConfig& c, const DecoderLayerWeights& w, float* 
   ops::rms_norm(x, n_tokens, c.hidden_size, w.attn_norm.data(), eps, s.h.data());
   QS_RETURN_IF_ERROR(attention_block(c, w.attn, s.h.data(), n_tokens, cos, sin, cache, seqs, s,
                                      s.delta.data(), pool));
+  if (tp != nullptr) QS_RETURN_IF_ERROR(tp->all_reduce_sum(s.delta.data(), n));
   ops::add_inplace(x, s.delta.data(), n);
   ops::rms_norm(x, n_tokens, c.hidden_size, w.mlp_norm.data(), eps, s.h.data());
   if (w.sparse()) {
@@ -280,6 +282,7 @@ Status decoder_layer(const ModelConfig& c, const DecoderLayerWeights& w, float* 
   } else {
     QS_RETURN_IF_ERROR(mlp_block(w.mlp, s.h.data(), n_tokens, s, s.delta.data(), pool));
   }
+  if (tp != nullptr) QS_RETURN_IF_ERROR(tp->all_reduce_sum(s.delta.data(), n));
   ops::add_inplace(x, s.delta.data(), n);
   return ok_status();
 }

@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "dist/communicator.h"
 #include "models/model_config.h"
 #include "ops/attention.h"
 #include "ops/linear.h"
@@ -146,9 +147,11 @@ Status moe_block(const ModelConfig& config, const MoeWeights& w, const float* h,
 // One decoder layer on the residual stream x [n_tokens, hidden], in place (pre-norm):
 // x += attention_block(rms_norm(x)); x += mlp_block or moe_block(rms_norm(x)). Model::forward runs
 // it for every layer; the quantizer's block forward (quant/block.h) is tested against it.
+// With a tensor-parallel group `tp`, `config` and `w` are this rank's shard
+// (models/tensor_parallel.h) and each block's output is all-reduced before it is added.
 Status decoder_layer(const ModelConfig& config, const DecoderLayerWeights& w, float* x,
                      int64_t n_tokens, const float* cos, const float* sin,
                      const ops::PagedKvLayer& cache, std::span<const ops::AttentionSeq> seqs,
-                     BlockScratch& scratch, ThreadPool& pool);
+                     BlockScratch& scratch, ThreadPool& pool, dist::Communicator* tp = nullptr);
 
 }  // namespace qs::models

@@ -2,6 +2,7 @@
 #include "models/linear_loader.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/log.h"
 #include "formats/layout_util.h"
@@ -73,7 +74,34 @@ Status read_static_acts(const std::string& module, const QuantScheme& scheme,
   return ok_status();
 }
 
+Result<formats::QuantizedWeight> quantized_shard(formats::QuantizedWeight w,
+                                                 const LinearShard& shard) {
+  if (shard.axis == LinearShard::Axis::kRows) {
+    return formats::slice_rows(w, shard.begin, shard.count);
+  }
+  return formats::slice_cols(w, shard.begin, shard.count);
+}
+
 }  // namespace
+
+Tensor dense_shard(const Tensor& w, const LinearShard& shard) {
+  const size_t elem = dtype_size(w.dtype);
+  const int64_t n = w.dim(0), k = w.dim(1);
+  if (shard.axis == LinearShard::Axis::kRows) {
+    Tensor v = w;
+    v.shape = {shard.count, k};
+    v.data = static_cast<const uint8_t*>(w.data) + shard.begin * k * static_cast<int64_t>(elem);
+    v.writable_data = nullptr;
+    return v;
+  }
+  Tensor out = Tensor::zeros(w.dtype, {n, shard.count});
+  for (int64_t r = 0; r < n; ++r) {
+    std::memcpy(static_cast<uint8_t*>(out.writable_data) + r * shard.count * elem,
+                static_cast<const uint8_t*>(w.data) + (r * k + shard.begin) * elem,
+                shard.count * elem);
+  }
+  return out;
+}
 
 Result<QuantScheme> LinearLoader::stored_scheme(const std::string& module, int64_t n,
                                                 int64_t k) const {
@@ -128,7 +156,18 @@ Result<QuantScheme> LinearLoader::stored_scheme(const std::string& module, int64
 }
 
 Status LinearLoader::load_one(const std::string& module, int64_t n, int64_t k,
-                              ops::LinearWeight* out, QuantScheme* scheme, size_t* stored_bytes) {
+                              ops::LinearWeight* out, QuantScheme* scheme, size_t* stored_bytes,
+                              const LinearShard& shard) {
+  if (shard.split()) {
+    const int64_t extent = shard.axis == LinearShard::Axis::kRows ? n : k;
+    QS_CHECK(shard.begin >= 0 && shard.count > 0 && shard.begin + shard.count <= extent);
+  }
+  // The shard's share of the stored bytes, for reports.
+  auto share = [&](size_t bytes) {
+    if (!shard.split()) return bytes;
+    const int64_t extent = shard.axis == LinearShard::Axis::kRows ? n : k;
+    return static_cast<size_t>(static_cast<double>(bytes) * shard.count / extent);
+  };
   QS_ASSIGN_OR_RETURN(*scheme, stored_scheme(module, n, k));
   std::vector<std::string> names;
   const formats::StoredTensors stored = module_tensors(ckpt_, names_, module, &names);
@@ -140,15 +179,22 @@ Status LinearLoader::load_one(const std::string& module, int64_t n, int64_t k,
   if (!scheme->quantized()) {
     const std::string weight = module + ".weight";
     QS_ASSIGN_OR_RETURN(Tensor w, ckpt_.get(weight, {n, k}));
-    *stored_bytes = w.nbytes();
+    *stored_bytes = share(w.nbytes());
+    if (shard.split()) w = dense_shard(w, shard);
     // Pair panels where the CPU's kernels want them (ops::with_panels): 16-bit linears of
     // every m then read the packed form, and the mapping's pages are given back.
     QS_ASSIGN_OR_RETURN(*out, ops::with_panels(std::move(w)));
     return ok_status();
   }
   for (const auto& [suffix, t] : stored) *stored_bytes += t.nbytes();
+  *stored_bytes = share(*stored_bytes);
   QS_ASSIGN_OR_RETURN(formats::QuantizedWeight unpacked,
                       formats::unpack(module, *scheme, stored, n, k));
+  if (shard.split()) {
+    auto sliced = quantized_shard(std::move(unpacked), shard);
+    if (!sliced.ok()) return sliced.status().with_context(module + " (tensor parallel)");
+    unpacked = std::move(sliced).value();
+  }
   float input_scale = 1.0f;
   int32_t input_zero = 0;
   QS_RETURN_IF_ERROR(read_static_acts(module, *scheme, stored, &input_scale, &input_zero));
@@ -160,8 +206,8 @@ Status LinearLoader::load_one(const std::string& module, int64_t n, int64_t k,
 }
 
 void LinearLoader::load(const std::string& module, int64_t n, int64_t k, ops::LinearWeight* out,
-                        QuantScheme* scheme, size_t* stored_bytes) {
-  Status s = load_one(module, n, k, out, scheme, stored_bytes);
+                        QuantScheme* scheme, size_t* stored_bytes, const LinearShard& shard) {
+  Status s = load_one(module, n, k, out, scheme, stored_bytes, shard);
   if (!s.ok()) {
     problems_.push_back(s.message());
     *out = ops::LinearWeight();
@@ -175,7 +221,7 @@ void LinearLoader::load_all(const std::vector<Request>& requests, ThreadPool& po
       [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
           const Request& r = requests[i];
-          status[i] = load_one(r.module, r.n, r.k, r.out, r.scheme, r.stored_bytes);
+          status[i] = load_one(r.module, r.n, r.k, r.out, r.scheme, r.stored_bytes, r.shard);
         }
       },
       1);

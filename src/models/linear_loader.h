@@ -21,21 +21,37 @@
 
 namespace qs::models {
 
+// A tensor-parallel rank's part of a linear (Megatron-style): the output rows of a
+// column-parallel linear or the input columns of a row-parallel one, [begin, begin + count).
+// Quantized weights are sliced after unpacking, so one definition serves every layout, and a
+// slice that would cut a quantization group is refused with the reason.
+struct LinearShard {
+  enum class Axis { kNone, kRows, kCols };
+  Axis axis = Axis::kNone;
+  int64_t begin = 0, count = 0;
+  bool split() const { return axis != Axis::kNone; }
+};
+
+// The shard of a 16-bit W[n, k]: rows are a view of the same bytes (a mapping's pages outside
+// it are never touched), columns an owned copy.
+Tensor dense_shard(const Tensor& w, const LinearShard& shard);
+
 class LinearLoader {
  public:
   LinearLoader(const io::Checkpoint& ckpt, const io::QuantConfig& quant)
       : ckpt_(ckpt), quant_(quant), names_(ckpt.names()) {}
 
-  // Loads module `module` ("model.layers.0.self_attn.q_proj", "lm_head") as W[n, k] into
-  // `out`, with the scheme it is stored in and its stored bytes. On failure records the
-  // problem (see problems()) and leaves `out` empty.
+  // Loads module `module` ("model.layers.0.self_attn.q_proj", "lm_head"), stored as W[n, k],
+  // into `out` (its `shard` only, when one is given), with the scheme it is stored in and its
+  // stored bytes (the shard's share). On failure records the problem (see problems()) and
+  // leaves `out` empty.
   void load(const std::string& module, int64_t n, int64_t k, ops::LinearWeight* out,
-            formats::QuantScheme* scheme, size_t* stored_bytes);
+            formats::QuantScheme* scheme, size_t* stored_bytes, const LinearShard& shard = {});
 
   // As load(), returning the problem instead of recording it.
   Status load_checked(const std::string& module, int64_t n, int64_t k, ops::LinearWeight* out,
                       formats::QuantScheme* scheme, size_t* stored_bytes) {
-    return load_one(module, n, k, out, scheme, stored_bytes);
+    return load_one(module, n, k, out, scheme, stored_bytes, {});
   }
 
   // Many linears at once, split over the pool's threads (unpacking and repacking thousands of
@@ -47,6 +63,7 @@ class LinearLoader {
     ops::LinearWeight* out = nullptr;
     formats::QuantScheme* scheme = nullptr;
     size_t* stored_bytes = nullptr;
+    LinearShard shard = {};
   };
   void load_all(const std::vector<Request>& requests, ThreadPool& pool);
 
@@ -58,7 +75,7 @@ class LinearLoader {
   // The scheme the stored tensors of `module` are in, or an error naming what is there.
   Result<formats::QuantScheme> stored_scheme(const std::string& module, int64_t n, int64_t k) const;
   Status load_one(const std::string& module, int64_t n, int64_t k, ops::LinearWeight* out,
-                  formats::QuantScheme* scheme, size_t* stored_bytes);
+                  formats::QuantScheme* scheme, size_t* stored_bytes, const LinearShard& shard);
 
   const io::Checkpoint& ckpt_;
   const io::QuantConfig& quant_;

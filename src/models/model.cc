@@ -97,6 +97,14 @@ std::vector<float> get_f32_if(bool present, const io::Checkpoint& ckpt, const st
   return present ? get_f32(ckpt, name) : std::vector<float>();
 }
 
+// A bias's entries for a tensor-parallel shard of its linear: the rows of a column-parallel
+// one; a row-parallel one's bias is added once, by the rank that owns it, or not at all.
+std::vector<float> bias_shard(std::vector<float> b, const LinearShard& shard, bool owner) {
+  if (b.empty() || !shard.split()) return b;
+  if (shard.axis == LinearShard::Axis::kCols) return owner ? b : std::vector<float>();
+  return std::vector<float>(b.begin() + shard.begin, b.begin() + shard.begin + shard.count);
+}
+
 // Row `id` of the embedding as f32.
 void embed_row(const Tensor& embed, int32_t id, float* out) {
   const int64_t d = embed.dim(1);
@@ -126,8 +134,8 @@ Tensor slice_rows(const Tensor& t, int64_t index, int64_t row0, int64_t rows) {
 // Expert e of layer i from the fused tensors (MoeConfig::fused_experts), already validated
 // for shape and float dtype: its gate, up and down as views of the mapping, made into linears
 // as any 16-bit weight is.
-void fused_expert(const io::Checkpoint& ckpt, const ModelConfig& c, int64_t i, int64_t e,
-                  MlpWeights* w, std::vector<LinearInfo>* infos,
+void fused_expert(const io::Checkpoint& ckpt, const ModelConfig& c, const TensorParallelPlan& tp,
+                  int64_t i, int64_t e, MlpWeights* w, std::vector<LinearInfo>* infos,
                   std::vector<std::pair<std::string, ops::LinearWeight*>>* order,
                   std::vector<std::string>* problems) {
   const std::string p = "model.layers." + std::to_string(i) + ".mlp.experts.";
@@ -135,11 +143,16 @@ void fused_expert(const io::Checkpoint& ckpt, const ModelConfig& c, int64_t i, i
   auto down = ckpt.get(p + "down_proj");
   if (!gate_up.ok() || !down.ok()) return;  // reported by validate_tensors
   const int64_t inter = c.moe.expert_intermediate;
+  // This rank's columns of the expert (all of them without tensor parallelism).
+  const int64_t begin = tp.split() ? tp.expert_inter_begin : 0;
+  const int64_t count = tp.split() ? tp.expert_inter : inter;
   const MlpNames names = mlp_names(c, i, e);
+  Tensor down_e = slice_rows(*down, e, 0, c.hidden_size);
+  if (tp.split()) down_e = dense_shard(down_e, {LinearShard::Axis::kCols, begin, count});
   const std::pair<const std::string*, Tensor> parts[] = {
-      {&names.gate, slice_rows(*gate_up, e, 0, inter)},
-      {&names.up, slice_rows(*gate_up, e, inter, inter)},
-      {&names.down, slice_rows(*down, e, 0, c.hidden_size)}};
+      {&names.gate, slice_rows(*gate_up, e, begin, count)},
+      {&names.up, slice_rows(*gate_up, e, inter + begin, count)},
+      {&names.down, down_e}};
   ops::LinearWeight* outs[] = {&w->gate, &w->up, &w->down};
   for (int j = 0; j < 3; ++j) {
     auto weight = ops::with_panels(parts[j].second);
@@ -215,6 +228,13 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
 
   auto m = std::unique_ptr<Model>(new Model());
   m->config_ = config;
+  if (options.tensor_parallel != nullptr && options.tensor_parallel->size() > 1) {
+    QS_ASSIGN_OR_RETURN(m->plan_, TensorParallelPlan::make(config, options.tensor_parallel->rank(),
+                                                           options.tensor_parallel->size()));
+    m->tp_ = options.tensor_parallel;
+  }
+  m->local_config_ = m->plan_.local(config);
+  const TensorParallelPlan& tp = m->plan_;
   m->quant_ = quant;
   m->inv_freq_ = rope_inv_freq(config);
   LinearLoader linears(ckpt, m->quant_);
@@ -225,12 +245,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   std::vector<LinearLoader::Request> requests;
   std::vector<size_t> request_info;  // per request: its index in linear_infos_
   auto linear = [&](const std::string& module, int64_t n, int64_t k, ops::LinearWeight* w,
-                    bool routed = false) {
+                    bool routed, const LinearShard& shard) {
     LinearInfo info;
     info.name = module;
     info.routed_expert = routed;
     request_info.push_back(m->linear_infos_.size());
-    requests.push_back({module, n, k, w, nullptr, nullptr});
+    requests.push_back({module, n, k, w, nullptr, nullptr, shard});
     m->linear_infos_.push_back(info);
     order.emplace_back(module, w);
   };
@@ -248,18 +268,18 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
       if (ll.expert >= 0 && !experts_begin) experts_begin = m->linear_infos_.size();
       if (ll.expert >= 0 && config.moe.fused_experts) {
         if (ll.role == LinearRole::kGate) {
-          fused_expert(ckpt, config, i, ll.expert, &l.moe.experts[ll.expert], &m->linear_infos_,
+          fused_expert(ckpt, config, tp, i, ll.expert, &l.moe.experts[ll.expert], &m->linear_infos_,
                        &order, &problems);
         }
       } else {
-        linear(ll.name, ll.out, ll.in, linear_slot(l, ll).weight, ll.expert >= 0);
+        linear(ll.name, ll.out, ll.in, linear_slot(l, ll).weight, ll.expert >= 0, tp.shard_of(ll));
       }
       if (ll.expert >= 0) experts_end = m->linear_infos_.size();
     }
     if (experts_begin) expert_ranges.emplace_back(*experts_begin, experts_end);
   }
   if (!config.tie_word_embeddings)
-    linear("lm_head", config.vocab_size, config.hidden_size, &m->lm_head_);
+    linear("lm_head", config.vocab_size, config.hidden_size, &m->lm_head_, false, tp.vocab_shard());
   for (size_t r = 0; r < requests.size(); ++r) {
     LinearInfo& info = m->linear_infos_[request_info[r]];
     requests[r].scheme = &info.scheme;
@@ -291,16 +311,27 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   warn_unexpected(ckpt, config, consumed);
 
   m->embed_ = get(ckpt, "model.embed_tokens.weight");
+  if (tp.split()) m->embed_ = dense_shard(m->embed_, tp.vocab_shard());
+  const bool bias_owner = tp.owns_row_parallel_bias();
   for (int64_t i = 0; i < config.n_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     DecoderLayerWeights& l = m->layers_[i];
     l.attn_norm = get_f32(ckpt, p + "input_layernorm.weight");
     l.mlp_norm = get_f32(ckpt, p + "post_attention_layernorm.weight");
     AttentionWeights& a = l.attn;
-    a.bq = get_f32_if(config.qkv_bias, ckpt, p + "self_attn.q_proj.bias");
-    a.bk = get_f32_if(config.qkv_bias, ckpt, p + "self_attn.k_proj.bias");
-    a.bv = get_f32_if(config.qkv_bias, ckpt, p + "self_attn.v_proj.bias");
-    a.bo = get_f32_if(config.o_bias, ckpt, p + "self_attn.o_proj.bias");
+    // The shards of the layer's linears, by role, for their biases.
+    std::map<LinearRole, LinearShard> shards;
+    for (const LayerLinear& ll : layer_linears(config, i)) {
+      if (ll.expert < 0 && !ll.shared) shards[ll.role] = tp.shard_of(ll);
+    }
+    a.bq = bias_shard(get_f32_if(config.qkv_bias, ckpt, p + "self_attn.q_proj.bias"),
+                      shards[LinearRole::kQ], bias_owner);
+    a.bk = bias_shard(get_f32_if(config.qkv_bias, ckpt, p + "self_attn.k_proj.bias"),
+                      shards[LinearRole::kK], bias_owner);
+    a.bv = bias_shard(get_f32_if(config.qkv_bias, ckpt, p + "self_attn.v_proj.bias"),
+                      shards[LinearRole::kV], bias_owner);
+    a.bo = bias_shard(get_f32_if(config.o_bias, ckpt, p + "self_attn.o_proj.bias"),
+                      shards[LinearRole::kO], bias_owner);
     a.q_norm = get_f32_if(config.qk_norm, ckpt, p + "self_attn.q_norm.weight");
     a.k_norm = get_f32_if(config.qk_norm, ckpt, p + "self_attn.k_norm.weight");
     a.sliding_window = config.sliding_window[i];
@@ -313,9 +344,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
     }
     const MlpNames names = mlp_names(config, i, 0);
     MlpWeights& f = l.mlp;
-    f.b_gate = get_f32_if(config.mlp_bias, ckpt, names.gate + ".bias");
-    f.b_up = get_f32_if(config.mlp_bias, ckpt, names.up + ".bias");
-    f.b_down = get_f32_if(config.mlp_bias, ckpt, names.down + ".bias");
+    f.b_gate = bias_shard(get_f32_if(config.mlp_bias, ckpt, names.gate + ".bias"),
+                          shards[LinearRole::kGate], bias_owner);
+    f.b_up = bias_shard(get_f32_if(config.mlp_bias, ckpt, names.up + ".bias"),
+                        shards[LinearRole::kUp], bias_owner);
+    f.b_down = bias_shard(get_f32_if(config.mlp_bias, ckpt, names.down + ".bias"),
+                          shards[LinearRole::kDown], bias_owner);
   }
   m->final_norm_ = get_f32(ckpt, "model.norm.weight");
   if (config.tie_word_embeddings) {
@@ -381,12 +415,13 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
     return invalid_argument("forward: KV cache has " + std::to_string(kv.size()) +
                             " layers, the model " + std::to_string(c.n_layers));
   }
+  const ModelConfig& lc = local_config_;
   for (const auto& layer : kv) {
-    if (layer.n_kv_heads != c.n_kv_heads || layer.head_dim != c.head_dim) {
+    if (layer.n_kv_heads != lc.n_kv_heads || layer.head_dim != lc.head_dim) {
       return invalid_argument("forward: KV cache layout [" + std::to_string(layer.n_kv_heads) +
                               " heads x " + std::to_string(layer.head_dim) +
-                              "] does not match the model's [" + std::to_string(c.n_kv_heads) +
-                              " x " + std::to_string(c.head_dim) + "]");
+                              "] does not match the model's [" + std::to_string(lc.n_kv_heads) +
+                              " x " + std::to_string(lc.head_dim) + "]");
     }
   }
   QS_RETURN_IF_ERROR(ops::validate_paged_batch(kv[0], batch.seqs, n_tokens));
@@ -403,21 +438,33 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
     }
   }
 
-  // x: [n_tokens, hidden], the residual stream.
-  std::vector<float> x(n_tokens * hidden), h(n_tokens * hidden);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const int32_t id = batch.token_ids[t];
+  for (const int32_t id : batch.token_ids) {
     if (id < 0 || id >= c.vocab_size) {
       return invalid_argument("forward: token id " + std::to_string(id) +
                               " outside the vocabulary of " + std::to_string(c.vocab_size));
     }
-    embed_row(embed_, id, x.data() + t * hidden);
   }
   for (const ForwardBatch::EmbeddingSpan& e : batch.embeddings) {
     if (e.data == nullptr || e.row < 0 || e.count < 0 || e.row + e.count > n_tokens) {
       return invalid_argument("forward: an embedding span outside the batch's " +
                               std::to_string(n_tokens) + " rows");
     }
+  }
+  // Checked above, before the first collective, so that every rank of a tensor-parallel group
+  // refuses a bad batch alike instead of leaving the others waiting.
+  dist::Communicator* tp = tensor_parallel();
+
+  // x: [n_tokens, hidden], the residual stream.
+  std::vector<float> x(n_tokens * hidden), h(n_tokens * hidden);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    // Vocabulary-parallel: each rank fills the rows of its own tokens, the sum completes x.
+    const int64_t row = batch.token_ids[t] - plan_.vocab_begin;
+    if (tp == nullptr || (row >= 0 && row < plan_.vocab_count)) {
+      embed_row(embed_, static_cast<int32_t>(row), x.data() + t * hidden);
+    }
+  }
+  if (tp != nullptr) QS_RETURN_IF_ERROR(tp->all_reduce_sum(x.data(), n_tokens * hidden));
+  for (const ForwardBatch::EmbeddingSpan& e : batch.embeddings) {
     std::copy_n(e.data, e.count * hidden, x.data() + e.row * hidden);
   }
   std::vector<float> cos, sin;  // [n_tokens, head_dim / 2]
@@ -449,8 +496,8 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
   const float eps = static_cast<float>(c.rms_norm_eps);
   BlockScratch scratch;
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    QS_RETURN_IF_ERROR(decoder_layer(c, layers_[i], x.data(), n_tokens, cos.data(), sin.data(),
-                                     kv[i], batch.seqs, scratch, pool));
+    QS_RETURN_IF_ERROR(decoder_layer(lc, layers_[i], x.data(), n_tokens, cos.data(), sin.data(),
+                                     kv[i], batch.seqs, scratch, pool, tp));
     if (layers_[i].sparse()) {
       if (batch.routes != nullptr) {
         batch.routes->insert(batch.routes->end(), scratch.routes.begin(), scratch.routes.end());
@@ -476,10 +523,28 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
     ops::rms_norm(x.data(), n_rows, hidden, final_norm_.data(), eps, h.data());
   }
   logits->resize(n_rows * c.vocab_size);
-  return ops::linear(h.data(), n_rows, lm_head_, nullptr, logits->data(), pool);
+  if (tp == nullptr) return ops::linear(h.data(), n_rows, lm_head_, nullptr, logits->data(), pool);
+  // Each rank's vocabulary slice, padded to one size for the all-gather, then put in order.
+  const int64_t pad = plan_.vocab_padded, size = tp->size();
+  std::vector<float> mine(n_rows * pad, 0.0f), all(size * n_rows * pad);
+  std::vector<float> part(n_rows * plan_.vocab_count);
+  QS_RETURN_IF_ERROR(ops::linear(h.data(), n_rows, lm_head_, nullptr, part.data(), pool));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    std::copy_n(part.data() + r * plan_.vocab_count, plan_.vocab_count, mine.data() + r * pad);
+  }
+  QS_RETURN_IF_ERROR(tp->all_gather(mine.data(), mine.size() * sizeof(float), all.data()));
+  for (int64_t k = 0; k < size; ++k) {
+    const int64_t v0 = k * pad, count = std::min(pad, c.vocab_size - v0);
+    for (int64_t r = 0; r < n_rows && count > 0; ++r) {
+      std::copy_n(all.data() + (k * n_rows + r) * pad, count,
+                  logits->data() + r * c.vocab_size + v0);
+    }
+  }
+  return ok_status();
 }
 
 Status Model::embed(std::span<const int32_t> ids, float* out) const {
+  if (plan_.split()) return unimplemented("embed: the model is split over tensor-parallel ranks");
   const int64_t hidden = config_.hidden_size;
   for (size_t t = 0; t < ids.size(); ++t) {
     if (ids[t] < 0 || ids[t] >= config_.vocab_size) {

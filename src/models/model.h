@@ -13,11 +13,13 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "dist/communicator.h"
 #include "formats/quant_scheme.h"
 #include "io/quant_config.h"
 #include "models/blocks.h"
 #include "models/kv_scales.h"
 #include "models/model_config.h"
+#include "models/tensor_parallel.h"
 #include "ops/attention.h"
 #include "ops/linear.h"
 
@@ -65,6 +67,11 @@ struct LoadOptions {
   // vLLM's --quantization: empty = detect; otherwise it must agree with the checkpoint's
   // quantization_config (io::check_requested_quantization).
   std::string quantization;
+  // vLLM's --tensor-parallel-size: the ranks of this communicator split every layer
+  // (models/tensor_parallel.h); each loads only its shard, and every rank must run the same
+  // forward calls (rank 0 tells the others which: engine/tensor_parallel_worker.h). Null or
+  // size 1: the whole model in this process.
+  std::shared_ptr<dist::Communicator> tensor_parallel;
 };
 
 // One matmul of a loaded model, for reports (inspect, bench).
@@ -89,6 +96,12 @@ class Model {
                                              const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
+  // The config this rank's layers run with: its share of the heads and intermediate columns
+  // under tensor parallelism (the KV cache is sized from it), config() otherwise.
+  const ModelConfig& local_config() const { return local_config_; }
+  // The tensor-parallel group, or null when the model is whole in this process.
+  dist::Communicator* tensor_parallel() const { return plan_.split() ? tp_.get() : nullptr; }
+  const TensorParallelPlan& tensor_parallel_plan() const { return plan_; }
   const io::QuantConfig& quant_config() const { return quant_; }
   // Every matmul in forward order (q, k, v, o, then gate, up, down of the MLP, or of each
   // expert and the shared expert, per layer; then lm_head).
@@ -104,7 +117,9 @@ class Model {
 
   // Runs the batch, writing its K/V into `kv` (one entry per layer) and the requested logits
   // into `logits` (resized). Invalid token ids, positions past max_position_embeddings and
-  // block tables that do not fit the cache are errors.
+  // block tables that do not fit the cache are errors. Under tensor parallelism every rank
+  // makes the same call (its own shard of the cache) and gets the whole logits; a rank that
+  // fails or stops answering makes it fail with kUnavailable.
   Status forward(const ForwardBatch& batch, std::span<const ops::PagedKvLayer> kv, ThreadPool& pool,
                  std::vector<float>* logits) const;
 
@@ -127,10 +142,13 @@ class Model {
   size_t f32_weight_bytes() const;
 
   ModelConfig config_;
+  ModelConfig local_config_;
+  TensorParallelPlan plan_;
+  std::shared_ptr<dist::Communicator> tp_;
   io::QuantConfig quant_;
   std::vector<LinearInfo> linear_infos_;  // filled at load; `weight` points into layers_
   std::vector<float> inv_freq_;           // [head_dim / 2]
-  Tensor embed_;                          // [vocab, hidden]
+  Tensor embed_;  // [vocab, hidden]; this rank's rows under tensor parallelism
   std::vector<DecoderLayerWeights> layers_;
   std::vector<float> final_norm_;  // [hidden]
   ops::LinearWeight lm_head_;      // [vocab, hidden]; the embedding itself when tied

@@ -20,7 +20,10 @@ class EngineBackend : public GenerationBackend {
   Status submit(EngineRequest request, OutputCallback on_output) override;
   void abort(const std::string& id) override;
   EngineStats stats() const override;
-  bool healthy() const override { return !stopped_.load(); }
+  // False once stopped, or once the engine cannot run any more (a tensor-parallel rank died or
+  // stopped answering): /health answers 503 and waiting requests fail.
+  bool healthy() const override { return !stopped_.load() && loop_.health().ok(); }
+  Status health() const { return loop_.health(); }
   // Aborts what is still queued or running and joins the engine thread.
   void shutdown() override;
 

@@ -190,6 +190,12 @@ class StreamWriter {
     }
     for (auto& [index, out] : events) {
       if (!write_event(sink, index, out)) return false;
+      // The model cannot run any more (a tensor-parallel rank was lost): the error event is the
+      // last thing sent, never followed by [DONE], so no client takes the output for complete.
+      if (out.error.code() == StatusCode::kUnavailable) {
+        sink.done();
+        return true;
+      }
     }
     if (!all_done) return true;
     if (r_.include_usage) {
@@ -366,7 +372,7 @@ void GenerationHandler::handle(Endpoint endpoint, const httplib::Request& req,
         lock.unlock();
         for (const std::string& id : ids) backend_.abort(id);
         inflight_.remove(ids);
-        return send_error(res, internal_server_error("The engine stopped."));
+        return send_error(res, service_unavailable("The engine stopped."));
       }
       if (connection && connection->hung_up()) {
         lock.unlock();
