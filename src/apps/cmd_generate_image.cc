@@ -1,13 +1,18 @@
 // apps: `quantserve generate-image --model DIR --prompt TEXT [--negative-prompt TEXT]
 // [--width W --height H] [--steps N] [--guidance-scale G] [--true-cfg-scale S] [--seed S]
-// [--noise FILE] --out FILE.png`: one FLUX.1 image from a diffusers pipeline directory,
-// with a per-step progress line on a terminal and the timings on stderr.
+// [--noise FILE] [--cfg-parallel-size 2] --out FILE.png`: one FLUX.1 image from a diffusers
+// pipeline directory, with a per-step progress line on a terminal and the timings on stderr.
+// Under `mpirun -np 2` with --cfg-parallel-size 2, rank 1 runs the negative branch and stays
+// silent; rank 0 writes the image.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "apps/cfg_parallel.h"
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
@@ -40,11 +45,34 @@ Result<std::vector<float>> read_noise(const std::string& path) {
   return t->to_f32();
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
+}
+
+// The denoising steps alone (what scripts/bench_cfg_parallel.sh reads): median seconds a step,
+// and with CFG parallelism the median exchange and its share of the step.
+void print_step_times(const diffusion::FluxStepTimes& t) {
+  if (t.step_seconds.empty()) return;
+  const double step = median(t.step_seconds);
+  if (t.exchange_seconds.empty()) {
+    std::fprintf(stderr, "generate-image: denoising step median %.4f s\n", step);
+    return;
+  }
+  const double exchange = median(t.exchange_seconds);
+  std::fprintf(stderr,
+               "generate-image: denoising step median %.4f s, CFG-parallel exchange median %.4f "
+               "s (%.1f%% of a step)\n",
+               step, exchange, step > 0 ? 100.0 * exchange / step : 0.0);
+}
+
 Status check(const Flags& flags) {
   if (!flags.has("model")) return invalid_argument("--model DIR is required");
   if (!flags.has("prompt")) return invalid_argument("--prompt TEXT is required");
   if (!flags.has("out")) return invalid_argument("--out FILE.png is required");
-  for (const char* f : {"width", "height", "steps", "seed", "max-sequence-length", "threads"}) {
+  for (const char* f : {"width", "height", "steps", "seed", "max-sequence-length", "threads",
+                        "cfg-parallel-size"}) {
     QS_RETURN_IF_ERROR(flags.get_int(f).status());
   }
   for (const char* f : {"guidance-scale", "true-cfg-scale"}) {
@@ -67,14 +95,6 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(req.true_cfg_scale, flags.get_double("true-cfg-scale"));
   QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
   if (threads <= 0 || threads > 1024) return invalid_argument("--threads must be 1 to 1024");
-  if (req.true_cfg_scale > 1.0 && req.negative_prompt.empty()) {
-    std::fprintf(stderr,
-                 "generate-image: --true-cfg-scale > 1 without --negative-prompt: "
-                 "one branch per step, as diffusers\n");
-  }
-  if (flags.has("noise")) {
-    QS_ASSIGN_OR_RETURN(req.noise, read_noise(flags.get("noise")));
-  }
 
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
@@ -85,13 +105,30 @@ Status run(const Flags& flags) {
   } else if (decoder != "full") {
     return invalid_argument("--vae-decoder must be full or tiny, not '" + decoder + "'");
   }
+  QS_ASSIGN_OR_RETURN(CfgParallelSetup cfg, cfg_parallel_setup(flags, static_cast<int>(threads)));
   QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.get("model")));
   QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::FluxPipeline> pipe,
-                      diffusion::FluxPipeline::load(dir, load));
-  ThreadPool pool(static_cast<int>(threads));
+                      load_flux_pipeline(dir, load, cfg.group));
+  ThreadPool pool(cfg.threads);
+  if (cfg.worker()) return pipe->run_cfg_worker(pool);
+  // Rank 1 has gone into its loop: from here on, every way out must stop it.
+  const CfgWorkerStop stop_worker(cfg.group);
+  if (req.true_cfg_scale > 1.0 && req.negative_prompt.empty()) {
+    std::fprintf(stderr,
+                 "generate-image: --true-cfg-scale > 1 without --negative-prompt: "
+                 "one branch per step, as diffusers\n");
+  }
+  if (flags.has("noise")) {
+    QS_ASSIGN_OR_RETURN(req.noise, read_noise(flags.get("noise")));
+  }
   const auto t1 = clock::now();
   std::fprintf(stderr, "generate-image: loaded %s in %.2f s\n", flags.get("model").c_str(),
                std::chrono::duration<double>(t1 - t0).count());
+  if (cfg.group && !(req.true_cfg_scale > 1.0 && !req.negative_prompt.empty())) {
+    std::fprintf(stderr,
+                 "generate-image: --cfg-parallel-size 2 without true CFG (--negative-prompt and "
+                 "--true-cfg-scale > 1): rank 0 runs the one branch alone\n");
+  }
   const bool tty = isatty(STDERR_FILENO) != 0;
   auto last = t1;
   req.on_step = [&](int64_t i, int64_t n, const std::vector<float>&) {
@@ -116,6 +153,7 @@ Status run(const Flags& flags) {
                static_cast<long long>(req.steps), std::chrono::duration<double>(t2 - t1).count(),
                std::chrono::duration<double>(t2 - t1).count() / static_cast<double>(req.steps),
                flags.get("out").c_str());
+  print_step_times(image.times);
   return ok_status();
 }
 
@@ -131,8 +169,10 @@ int cmd_generate_image(const Args& args) {
       .add("height", "image height in pixels", false, "1024")
       .add("steps", "flow-matching steps (num_inference_steps)", false, "28")
       .add("guidance-scale", "distilled guidance (FLUX.1-dev's guidance embedding)", false, "3.5")
-      .add("true-cfg-scale", "> 1 with --negative-prompt: true CFG, both branches batched", false,
-           "1.0")
+      .add("true-cfg-scale",
+           "> 1 with --negative-prompt: true CFG, both branches batched (or on two ranks with "
+           "--cfg-parallel-size 2)",
+           false, "1.0")
       .add("max-sequence-length", "T5 tokens (FLUX.1-dev: 512)", false, "512")
       .add("seed", "seed of quantserve's own noise generator (not torch's)", false, "0")
       .add("noise",
@@ -147,7 +187,14 @@ int cmd_generate_image(const Args& args) {
            "32-channel FLUX.2 latents)",
            false, "models/taef2")
       .add("out", "PNG file to write")
-      .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()));
+      .add("threads",
+           "worker threads (under mpirun, of each rank: by default the cores shared among the "
+           "ranks on this host)",
+           false, std::to_string(ThreadPool::default_threads()))
+      .add("cfg-parallel-size",
+           "2: run the two true-CFG branches on the two ranks of `mpirun -np 2` (vLLM-Omni's "
+           "flag); rank 0 writes the image",
+           false, "1");
   return run_command("generate-image", flags, args, check, run);
 }
 

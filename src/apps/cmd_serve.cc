@@ -12,11 +12,14 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
+#include "apps/cfg_parallel.h"
 #include "apps/commands.h"
 #include "apps/flags.h"
 #include "apps/media_inputs.h"
@@ -205,7 +208,10 @@ Status serve_until_signal(server::HttpServer& http, const server::ServerOptions&
 }
 
 // A diffusers pipeline directory (model_index.json, as vLLM-Omni detects diffusion models):
-// the FLUX.1 pipeline behind /v1/images/generations. The LLM flags do not apply to it.
+// the FLUX.1 pipeline behind /v1/images/generations. The LLM flags do not apply to it. With
+// --cfg-parallel-size 2 under `mpirun -np 2`, rank 0 serves and rank 1 runs the negative branch
+// of every true-CFG image (apps/cfg_parallel.h); a rank 1 that stops answering fails the image
+// it was in and stops the server with an error.
 Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int64_t port,
                     sigset_t* signals) {
   for (const char* f : {"max-model-len", "chat-template", "max-logprobs", "max-num-seqs",
@@ -215,25 +221,67 @@ Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int
     if (flags.has(f))
       QS_LOG_WARN("--%s applies to LLMs only; %s is an image pipeline", f, dir.c_str());
   }
+  QS_ASSIGN_OR_RETURN(CfgParallelSetup cfg, cfg_parallel_setup(flags, threads));
   QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::FluxPipeline> pipeline,
-                      diffusion::FluxPipeline::load(dir));
+                      load_flux_pipeline(dir, {}, cfg.group));
+  ThreadPool pool(cfg.threads);
+  if (cfg.worker()) {
+    QS_LOG_INFO(
+        "CFG-parallel rank 1 of %s: running the negative branch of rank 0's images, %d "
+        "threads",
+        cfg.group->describe().c_str(), cfg.threads);
+    Status worked = pipeline->run_cfg_worker(pool);
+    QS_LOG_INFO("CFG-parallel rank 1 stopped");
+    return worked;
+  }
+  // Declared before the backend, so rank 1 is stopped only after the last image has ended.
+  const CfgWorkerStop stop_worker(cfg.group);
+  // The engine thread reports a broken group here; the watcher below stops the server on it.
+  struct Broken {
+    std::mutex mu;
+    std::condition_variable cv;
+    Status status;
+    bool serving_over = false;
+  } broken;
+  if (cfg.group) {
+    QS_RETURN_IF_ERROR(pipeline->set_cfg_parallel(cfg.group, [&broken](const Status& s) {
+      std::lock_guard<std::mutex> lock(broken.mu);
+      if (broken.status.ok()) broken.status = s;
+      broken.cv.notify_all();
+    }));
+  }
   server::ModelInfo info;
   info.served_model_name =
       flags.has("served-model-name") ? flags.get("served-model-name") : model_dir(flags);
   info.root = dir;
-  ThreadPool pool(threads);
   server::ImageBackend backend(std::move(pipeline), pool);
   server::ServerMetrics metrics(info.served_model_name, 0);
   // Requests wait in the backend's queue, each on its own HTTP thread.
   const server::ServerOptions options = server_options(flags, port, 64);
   server::HttpServer http(options, info, backend, metrics);
-  char detail[96];
-  std::snprintf(detail, sizeof(detail), "FluxPipeline, /v1/images/generations, %d threads",
-                threads);
+  std::thread watcher([&] {
+    std::unique_lock<std::mutex> lock(broken.mu);
+    broken.cv.wait(lock, [&] { return !broken.status.ok() || broken.serving_over; });
+    if (broken.status.ok()) return;
+    QS_LOG_ERROR("CFG-parallel rank 1 lost (%s): stopping the server",
+                 broken.status.message().c_str());
+    lock.unlock();
+    http.shutdown();
+  });
+  char detail[128];
+  std::snprintf(detail, sizeof(detail), "FluxPipeline, /v1/images/generations, %d threads%s",
+                cfg.threads, cfg.group ? ", CFG-parallel over 2 ranks" : "");
   Status served = serve_until_signal(http, options, info, detail, signals);
+  {
+    std::lock_guard<std::mutex> lock(broken.mu);
+    broken.serving_over = true;
+    broken.cv.notify_all();
+  }
+  watcher.join();
   backend.shutdown();
   QS_LOG_INFO("server stopped");
-  return served;
+  std::lock_guard<std::mutex> lock(broken.mu);
+  return broken.status.ok() ? served : broken.status;
 }
 
 // transformers' test for a Whisper checkpoint: its config's model_type, or the architecture
@@ -306,8 +354,13 @@ Status run(const Flags& flags) {
                 dir.c_str());
   const bool pipeline = std::filesystem::exists(std::filesystem::path(dir) / "model_index.json");
   if ((pipeline || whisper) && flags.get("tensor-parallel-size") != "1") {
-    return invalid_argument("--tensor-parallel-size applies to decoder LLMs; " + dir + " is " +
-                            (pipeline ? "an image pipeline" : "a Whisper checkpoint"));
+    return invalid_argument(
+        "--tensor-parallel-size applies to decoder LLMs; " + dir + " is " +
+        (pipeline ? "an image pipeline (see --cfg-parallel-size)" : "a Whisper checkpoint"));
+  }
+  if (!pipeline && flags.get("cfg-parallel-size") != "1") {
+    return invalid_argument("--cfg-parallel-size applies to image pipelines; " + dir +
+                            " is not one (see --tensor-parallel-size)");
   }
   if (pipeline) return run_pipeline(flags, dir, threads, port, &signals);
   if (whisper) return run_transcriber(flags, dir, threads, port, &signals);
@@ -450,7 +503,11 @@ int cmd_serve(const Args& args) {
            "(default: none)")
       .add("max-audio-seconds", "Whisper: refuse recordings longer than this, from their header",
            false, "3600")
-      .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()));
+      .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()))
+      .add("cfg-parallel-size",
+           "image pipelines: run the two classifier-free guidance branches on 2 ranks "
+           "(mpirun -np 2)",
+           false, "1");
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);
   add_tensor_parallel_flags(flags);

@@ -1,13 +1,16 @@
 // diffusion: the FLUX.1 text-to-image loop (see flux_pipeline.h), step for step as
-// FluxPipeline.__call__.
+// FluxPipeline.__call__, with its branches batched in one forward or split over a CFG-parallel
+// pair of ranks.
 #include "diffusion/flux_pipeline.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <random>
 
 #include "core/json.h"
+#include "diffusion/flux_cfg_parallel.h"
 #include "io/checkpoint.h"
 
 namespace qs::diffusion {
@@ -154,46 +157,92 @@ Status FluxPipeline::validate(const FluxRequest& req) const {
 }
 
 Result<FluxImage> FluxPipeline::generate(const FluxRequest& req, ThreadPool& pool) const {
-  QS_ASSIGN_OR_RETURN(std::vector<float> latents, denoise(req, pool));
-  return decode(std::move(latents), req.width, req.height, pool);
+  FluxStepTimes times;
+  QS_ASSIGN_OR_RETURN(std::vector<float> latents, denoise_timed(req, pool, &times));
+  QS_ASSIGN_OR_RETURN(FluxImage image, decode(std::move(latents), req.width, req.height, pool));
+  image.times = std::move(times);
+  return image;
 }
 
 Result<std::vector<float>> FluxPipeline::denoise(const FluxRequest& req, ThreadPool& pool) const {
+  return denoise_timed(req, pool, nullptr);
+}
+
+Result<std::vector<float>> FluxPipeline::denoise_timed(const FluxRequest& req, ThreadPool& pool,
+                                                       FluxStepTimes* times) const {
   QS_RETURN_IF_ERROR(validate(req));
-  int64_t n_img = 0, ch = 0;
-  QS_RETURN_IF_ERROR(latent_shape(req, &n_img, &ch));
-  const int64_t unit = vae_config_.scale() * 2, h2 = req.height / unit, w2 = req.width / unit;
   const bool true_cfg = req.true_cfg_scale > 1.0 && !req.negative_prompt.empty();
-  const int64_t B = true_cfg ? 2 : 1, T = req.max_sequence_length;
+  if (!true_cfg) return denoise_branches(req, Branches::kPositive, pool, times);
+  if (!cfg_group_) return denoise_branches(req, Branches::kBatched, pool, times);
+  if (cfg_group_->rank() != 0) {
+    return internal_error("rank 1 of a CFG-parallel group runs run_cfg_worker(), not generate()");
+  }
+  QS_RETURN_IF_ERROR(cfg_group_->health());
+  std::vector<uint8_t> job = encode_cfg_job(req);
+  cfg_group_->set_timeout(cfg_peer_timeout(0.0));
+  Status sent = cfg_group_->broadcast_bytes(&job, 0);
+  Result<std::vector<float>> latents = sent.ok()
+                                           ? denoise_branches(req, Branches::kCfgRank0, pool, times)
+                                           : Result<std::vector<float>>(sent);
+  if (!latents.ok() && !cfg_group_->health().ok() && cfg_on_broken_)
+    cfg_on_broken_(cfg_group_->health());
+  return latents;
+}
+
+Result<std::vector<float>> FluxPipeline::denoise_branches(const FluxRequest& req, Branches branches,
+                                                          ThreadPool& pool,
+                                                          FluxStepTimes* times) const {
+  using clock = std::chrono::steady_clock;
+  auto seconds_since = [](clock::time_point t0) {
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  const bool pair = branches == Branches::kCfgRank0 || branches == Branches::kCfgRank1;
+  const bool cfg = branches != Branches::kPositive;
+  const int64_t B = branches == Branches::kBatched ? 2 : 1, T = req.max_sequence_length;
   const FluxConfig& f = transformer_.config();
+  int64_t n_img = 0, ch = 0;
+  std::vector<float> txt, pooled, latents;
+  // Each rank of a pair encodes only its own prompt; both draw the same noise. A rank that fails
+  // here still meets its peer in cfg_agree, so that neither waits for the other's first step.
+  const auto t_prepare = clock::now();
+  Status prepared = [&]() -> Status {
+    QS_RETURN_IF_ERROR(validate(req));
+    QS_RETURN_IF_ERROR(latent_shape(req, &n_img, &ch));
+    if (branches != Branches::kCfgRank1) {
+      QS_ASSIGN_OR_RETURN(Prompt pos, encode_prompt(req.prompt, T, pool));
+      txt = std::move(pos.hidden), pooled = std::move(pos.pooled);
+    }
+    if (branches == Branches::kBatched || branches == Branches::kCfgRank1) {
+      QS_ASSIGN_OR_RETURN(Prompt neg, encode_prompt(req.negative_prompt, T, pool));
+      txt.insert(txt.end(), neg.hidden.begin(), neg.hidden.end());
+      pooled.insert(pooled.end(), neg.pooled.begin(), neg.pooled.end());
+    }
+    latents = req.noise;
+    if (latents.empty()) {
+      std::mt19937_64 rng(req.seed);
+      std::normal_distribution<float> normal;
+      latents.resize(static_cast<size_t>(n_img * ch));
+      for (float& v : latents) v = normal(rng);
+    } else if (static_cast<int64_t>(latents.size()) != n_img * ch) {
+      return invalid_argument("the initial noise holds " + std::to_string(latents.size()) +
+                              " values; " + std::to_string(req.width) + "x" +
+                              std::to_string(req.height) + " needs [" + std::to_string(n_img) +
+                              ", " + std::to_string(ch) + "]");
+    }
+    return ok_status();
+  }();
+  if (pair) prepared = cfg_agree(*cfg_group_, prepared, seconds_since(t_prepare));
+  QS_RETURN_IF_ERROR(prepared);
 
-  QS_ASSIGN_OR_RETURN(Prompt pos, encode_prompt(req.prompt, T, pool));
-  std::vector<float> txt = pos.hidden, pooled = pos.pooled;
-  if (true_cfg) {
-    QS_ASSIGN_OR_RETURN(Prompt neg, encode_prompt(req.negative_prompt, T, pool));
-    txt.insert(txt.end(), neg.hidden.begin(), neg.hidden.end());
-    pooled.insert(pooled.end(), neg.pooled.begin(), neg.pooled.end());
-  }
-
-  std::vector<float> latents = req.noise;
-  if (latents.empty()) {
-    std::mt19937_64 rng(req.seed);
-    std::normal_distribution<float> normal;
-    latents.resize(static_cast<size_t>(n_img * ch));
-    for (float& v : latents) v = normal(rng);
-  } else if (static_cast<int64_t>(latents.size()) != n_img * ch) {
-    return invalid_argument("the initial noise holds " + std::to_string(latents.size()) +
-                            " values; " + std::to_string(req.width) + "x" +
-                            std::to_string(req.height) + " needs [" + std::to_string(n_img) + ", " +
-                            std::to_string(ch) + "]");
-  }
+  const int64_t unit = vae_config_.scale() * 2, h2 = req.height / unit, w2 = req.width / unit;
   const std::vector<float> img_ids = flux_image_ids(h2, w2);
   const std::vector<float> txt_ids(static_cast<size_t>(T * 3), 0.0f);
   const FlowMatchSchedule sched = flux_schedule(scheduler_, req.steps, flux_mu(scheduler_, n_img));
 
-  std::vector<float> x(static_cast<size_t>(B * n_img * ch)), v(x.size());
+  std::vector<float> x(static_cast<size_t>(B * n_img * ch)), v(x.size()), both;
   std::vector<float> ts(B), gs(B, static_cast<float>(req.guidance_scale));
   for (int64_t i = 0; i < req.steps; ++i) {
+    const auto t_step = clock::now();
     // Both branches see the same latents; the batch shares every weight read.
     for (int64_t b = 0; b < B; ++b)
       std::copy(latents.begin(), latents.end(), x.begin() + b * n_img * ch);
@@ -209,17 +258,40 @@ Result<std::vector<float>> FluxPipeline::denoise(const FluxRequest& req, ThreadP
                   img_ids.data(),
                   txt_ids.data()};
     QS_RETURN_IF_ERROR(transformer_.forward(in, v.data(), pool));
-    if (true_cfg) {
+    const double forward_s = seconds_since(t_step);
+    double exchange_s = 0;
+    // [positive; negative] predictions, from one forward or from both ranks.
+    float* pred = v.data();
+    if (pair) {
+      const auto t0 = clock::now();
+      QS_RETURN_IF_ERROR(cfg_exchange_predictions(*cfg_group_, v, &both, forward_s));
+      exchange_s += seconds_since(t0);
+      pred = both.data();
+    }
+    if (cfg) {
       // noise_pred = neg + scale * (pos - neg)
       const float s = static_cast<float>(req.true_cfg_scale);
       for (int64_t j = 0; j < n_img * ch; ++j) {
-        const float neg = v[n_img * ch + j];
-        v[j] = neg + s * (v[j] - neg);
+        const float neg = pred[n_img * ch + j];
+        pred[j] = neg + s * (pred[j] - neg);
       }
     }
-    flow_match_step(sched, i, v.data(), n_img * ch, latents.data());
-    if (req.on_step) req.on_step(i, req.steps, latents);
-    if (req.cancelled && req.cancelled()) {
+    flow_match_step(sched, i, pred, n_img * ch, latents.data());
+    bool stop = false;
+    if (branches != Branches::kCfgRank1) {
+      if (req.on_step) req.on_step(i, req.steps, latents);
+      stop = req.cancelled && req.cancelled();
+    }
+    if (pair) {
+      const auto t0 = clock::now();
+      QS_RETURN_IF_ERROR(cfg_exchange_stop(*cfg_group_, &stop, forward_s));
+      exchange_s += seconds_since(t0);
+    }
+    if (times) {
+      times->step_seconds.push_back(seconds_since(t_step));
+      if (pair) times->exchange_seconds.push_back(exchange_s);
+    }
+    if (stop) {
       return Status(StatusCode::kInternal, "cancelled after step " + std::to_string(i + 1) + "/" +
                                                std::to_string(req.steps));
     }

@@ -3,6 +3,8 @@
 // Euler steps of the transformer (one batched forward of both branches when true CFG is on)
 // -> unpacked, un-scaled latents -> VAE decode -> an RGB image in [0, 1]. The decoder may be a
 // TAESD-family tiny autoencoder instead of the pipeline's AutoencoderKL (--vae-decoder tiny).
+// With a 2-rank CFG-parallel group (set_cfg_parallel) the two branches run on two processes
+// instead, as vLLM-Omni's --cfg-parallel-size 2 (flux_cfg_parallel.h has the protocol).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include "diffusion/flux_transformer.h"
 #include "diffusion/t5_encoder.h"
 #include "diffusion/tiny_autoencoder.h"
+#include "dist/communicator.h"
 #include "tokenizer/clip_tokenizer.h"
 #include "tokenizer/unigram_tokenizer.h"
 
@@ -44,10 +47,18 @@ struct FluxRequest {
   std::function<bool()> cancelled;
 };
 
+// Wall seconds of each denoising step, and of it the CFG-parallel exchange (all-gather of the
+// predictions and the continue flag, waiting for the peer included; empty when the request ran
+// in one process).
+struct FluxStepTimes {
+  std::vector<double> step_seconds, exchange_seconds;
+};
+
 struct FluxImage {
   int64_t width = 0, height = 0;
   std::vector<float> rgb;      // [height, width, 3] in [0, 1]
   std::vector<float> latents;  // the final packed latents [n_img, channels]
+  FluxStepTimes times;
 };
 
 struct FluxLoadOptions {
@@ -83,7 +94,32 @@ class FluxPipeline {
 
   const FluxTransformer& transformer() const { return transformer_; }
 
+  // CFG parallelism over a 2-rank group (vLLM-Omni's CFGParallelMixin). On rank 0, generate()
+  // and denoise() of a true-CFG request (negative prompt, true_cfg_scale > 1) send the request
+  // to rank 1, which must be in run_cfg_worker(); rank 0 encodes and runs the positive branch,
+  // rank 1 the negative, the predictions are all-gathered each step and both ranks combine them
+  // and step their scheduler alike; rank 0 alone calls on_step and cancelled, and sends a
+  // continue/stop flag after each step so that both stop at the same one. Rank 0 alone decodes.
+  // Other requests run on rank 0 alone. Each wait on the peer is bounded (30 s plus 3x this
+  // rank's time for the same work): a peer that stops answering fails the request with
+  // kUnavailable and breaks the group, after which `on_broken` (if set) is called with the
+  // group's error on the thread that ran the request, so that a server can stop. Null: one
+  // process (the default).
+  Status set_cfg_parallel(std::shared_ptr<dist::Communicator> group,
+                          std::function<void(const Status&)> on_broken = {});
+  // Rank 1: runs the requests rank 0 sends until it sends stop (send_cfg_stop), logging a failed
+  // one and going on; an error only once the group is broken.
+  Status run_cfg_worker(ThreadPool& pool) const;
+
  private:
+  // Which branches this process runs: kPositive without true CFG; kBatched both in one batch-2
+  // forward; kCfgRank0/1 its own branch of a CFG-parallel pair.
+  enum class Branches { kPositive, kBatched, kCfgRank0, kCfgRank1 };
+  Result<std::vector<float>> denoise_timed(const FluxRequest& req, ThreadPool& pool,
+                                           FluxStepTimes* times) const;
+  Result<std::vector<float>> denoise_branches(const FluxRequest& req, Branches branches,
+                                              ThreadPool& pool, FluxStepTimes* times) const;
+
   struct Prompt {
     std::vector<float> pooled;  // [pooled_projection_dim]
     std::vector<float> hidden;  // [max_sequence_length, joint_attention_dim]
@@ -100,6 +136,8 @@ class FluxPipeline {
   AutoencoderKL vae_;                      // loaded unless tiny_ is
   std::unique_ptr<TinyAutoencoder> tiny_;  // FluxLoadOptions::tiny_vae
   FlowMatchConfig scheduler_;
+  std::shared_ptr<dist::Communicator> cfg_group_;  // set_cfg_parallel; null: one process
+  std::function<void(const Status&)> cfg_on_broken_;
 };
 
 // ids: (0, row, col) for each packed latent token, row-major ([h2 * w2, 3]).
