@@ -25,6 +25,7 @@
 #include "apps/media_inputs.h"
 #include "apps/model_flags.h"
 #include "apps/sampling_flags.h"
+#include "apps/serve_data_parallel.h"
 #include "apps/tensor_parallel.h"
 #include "audio/transcribe.h"
 #include "core/json.h"
@@ -347,6 +348,7 @@ Status run(const Flags& flags) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // A client that hangs up must be a failed write, not a dead server.
   signal(SIGPIPE, SIG_IGN);
+  if (data_parallel_requested(flags)) return run_data_parallel(flags, dir, &signals);
 
   const bool whisper = is_whisper_checkpoint(dir);
   if (!whisper && flags.has("max-audio-seconds"))
@@ -507,7 +509,12 @@ int cmd_serve(const Args& args) {
       .add("cfg-parallel-size",
            "image pipelines: run the two classifier-free guidance branches on 2 ranks "
            "(mpirun -np 2)",
-           false, "1");
+           false, "1")
+      .add("data-parallel-size", "engine replicas behind this one endpoint", false, "1")
+      .add("data-parallel-routing",
+           "how requests pick a replica: prefix (the longest cached prompt prefix, else the least "
+           "loaded) or round_robin",
+           false, "prefix");
   add_model_flags(flags);
   add_kv_cache_dtype_flag(flags);
   add_tensor_parallel_flags(flags);
