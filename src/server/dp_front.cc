@@ -10,12 +10,12 @@
 #include "server/client_connection.h"
 #include "server/dp_metrics.h"
 #include "server/generation_handler.h"
+#include "server/http_envelope.h"
 #include "server/http_task_queue.h"
 #include "server/openai_response.h"
 
 namespace qs::server {
 
-constexpr const char* kFrontRequestIdHeader = "X-Request-Id";
 // Bodies past this are refused (413) before they are read, as by the replicas.
 constexpr size_t kFrontMaxBodyBytes = 64u << 20;
 // A replica may think for a long time before a non-streamed answer's first byte; a replica
@@ -137,7 +137,7 @@ httplib::Headers forwarded_headers(const httplib::Request& req, const std::strin
   for (const char* name : {"Authorization", "Accept"}) {
     if (req.has_header(name)) h.emplace(name, req.get_header_value(name));
   }
-  h.emplace(kFrontRequestIdHeader, request_id);
+  h.emplace(kRequestIdHeader, request_id);
   return h;
 }
 
@@ -221,50 +221,20 @@ void DpFront::install_routes() {
   s.new_task_queue = [n_threads] { return new HttpTaskQueue(static_cast<size_t>(n_threads)); };
   s.set_payload_max_length(kFrontMaxBodyBytes);
   s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    std::string id = req.get_header_value(kFrontRequestIdHeader);
-    if (id.empty()) id = random_request_id();
-    res.set_header(kFrontRequestIdHeader, id);
+    assign_request_id(req, res);
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
-                                                              httplib::Response& res) {
-    if (!res.body.empty() || res.content_provider_) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    send_error(res, ApiError{res.status, res.status == 404 ? "NotFoundError" : "BadRequestError",
-                             res.status == 404   ? "Not Found: " + req.method + " " + req.path
-                             : res.status == 413 ? "The request body is too large."
-                                                 : "HTTP error " + std::to_string(res.status) + ".",
-                             ""});
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  s.set_exception_handler(
-      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        QS_LOG_ERROR("%s %s: %s", req.method.c_str(), req.path.c_str(), what.c_str());
-        send_error(res, internal_server_error(what));
-      });
-  s.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    QS_LOG_INFO("%s:%d \"%s %s %s\" %d request_id=%s", req.remote_addr.c_str(), req.remote_port,
-                req.method.c_str(), req.path.c_str(), req.version.c_str(), res.status,
-                res.get_header_value(kFrontRequestIdHeader).c_str());
-  });
+  install_error_envelope_and_access_log(s);
 
   auto generate = [this](Endpoint endpoint) {
     return [this, endpoint](const httplib::Request& req, httplib::Response& res) {
-      proxy_generation(endpoint, req, res, res.get_header_value(kFrontRequestIdHeader));
+      proxy_generation(endpoint, req, res, res.get_header_value(kRequestIdHeader));
     };
   };
   s.Post("/v1/completions", generate(Endpoint::kCompletions));
   s.Post("/v1/chat/completions", generate(Endpoint::kChat));
   auto any = [this](const httplib::Request& req, httplib::Response& res) {
-    proxy_any(req, res, res.get_header_value(kFrontRequestIdHeader));
+    proxy_any(req, res, res.get_header_value(kRequestIdHeader));
   };
   for (const char* path :
        {"/v1/images/generations", "/v1/audio/transcriptions", "/tokenize", "/detokenize"}) {

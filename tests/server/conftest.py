@@ -4,6 +4,7 @@ shipped stories260K model. The binary is $QS_BINARY or build/quantserve; every w
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -80,6 +81,81 @@ class Server:
                 raise
         self.log.close()
         return self.proc.returncode
+
+
+def wait_for_log(server, pattern, timeout=30):
+    """The first match of `pattern` in the server's log, waiting up to `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(pattern, server.log_text())
+        if m:
+            return m
+        time.sleep(0.05)
+    raise AssertionError(f"{pattern!r} not in the log:\n{server.log_text()}")
+
+
+# Open MPI's launcher, for the servers that run as several ranks; mpirun refuses root without
+# this environment.
+MPIRUN = shutil.which("mpirun")
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def mpi_rank_pid(mpirun_pid, rank):
+    """The pid of the process mpirun started as `rank` (its child, on this one host)."""
+    children = subprocess.run(["pgrep", "-P", str(mpirun_pid)], capture_output=True,
+                              text=True).stdout.split()
+    for pid in children:
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+            return int(pid)
+    raise AssertionError(f"no rank {rank} among mpirun {mpirun_pid}'s children {children}")
+
+
+class MpiServer(Server):
+    """`mpirun -np RANKS [MPI_ARGS] quantserve serve SERVE_ARGS`: every rank logs to one file,
+    rank 0 the port line."""
+
+    def __init__(self, tmp_path, ranks, serve_args, mpi_args=()):
+        self.log_path = tmp_path / "server.log"
+        args = [MPIRUN, "-np", str(ranks), "--oversubscribe", "--bind-to", "none", *mpi_args,
+                str(BINARY), "serve", *serve_args]
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log,
+                                     env={**os.environ, **MPI_ENV})
+        self.port = self._wait_for_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ranks = [self.rank_pid(r) for r in range(ranks)]
+        self._wait_healthy()
+
+    def rank_pid(self, rank):
+        return mpi_rank_pid(self.proc.pid, rank)
+
+    def stop(self, timeout=15):
+        """SIGTERM to rank 0 (which releases the others), then mpirun's exit code. mpirun
+        itself answers a SIGTERM of its own with exit 1 however its ranks end."""
+        if self.proc.poll() is None:
+            os.kill(self.ranks[0], signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise
+        self.log.close()
+        return self.proc.returncode
+
+    def kill(self):
+        """SIGKILL to every rank, then mpirun: a mpirun killed first would leave them."""
+        for pid in self.ranks:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -243,28 +243,11 @@ def test_replicas_die_with_a_killed_front(tmp_path):
     assert wait_until(lambda: all(gone(p) for p in pids.values()), 20), pids
 
 
-def rank_pid(mpirun_pid, rank):
-    """The process mpirun started as `rank` (its child, on this one host)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().split(")")[-1].split()[1])
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-        if ppid == mpirun_pid and f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
-            return int(entry)
-    raise AssertionError(f"no rank {rank} under mpirun {mpirun_pid}")
-
-
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun")
 def test_one_replica_per_mpirun_rank(tmp_path):
-    from conftest import BINARY, CHAT_TEMPLATE, MODEL_DIR, START_TIMEOUT_S
+    from conftest import BINARY, CHAT_TEMPLATE, MODEL_DIR, MPI_ENV, START_TIMEOUT_S, mpi_rank_pid
     log_path = tmp_path / "mpirun.log"
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    env = {**os.environ, **MPI_ENV}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", str(BINARY), "serve",
@@ -297,7 +280,7 @@ def test_one_replica_per_mpirun_rank(tmp_path):
         assert routed == {"0": 1.0, "1": 1.0}, routed
         # SIGTERM to rank 0, the front: it drains and tells the other rank to stop, and every
         # process exits 0. (mpirun would follow a SIGTERM it forwards with SIGKILL after 1 s.)
-        os.kill(rank_pid(proc.pid, 0), signal.SIGTERM)
+        os.kill(mpi_rank_pid(proc.pid, 0), signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, log_path.read_text()
         assert log_path.read_text().count("server stopped") == 3  # the front, both replicas
     finally:

@@ -5,7 +5,6 @@ with their statuses, the LLM endpoints refused, and a client hang-up cancelling 
 
 import base64
 import json
-import re
 import signal
 import socket
 import struct
@@ -17,7 +16,7 @@ import openai
 import pytest
 import requests
 
-from conftest import BINARY, ROOT, Server
+from conftest import BINARY, ROOT, Server, wait_for_log
 
 PIPELINE_DIR = ROOT / "tests" / "golden" / "fixtures" / "flux" / "tiny_pipeline"
 PIPELINE_NAME = "tiny-flux"
@@ -187,16 +186,6 @@ def long_request(port, steps=1000):
                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
                   f"{body}").encode())
     return sock
-
-
-def wait_for_log(server, pattern, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = re.search(pattern, server.log_text())
-        if m:
-            return m
-        time.sleep(0.05)
-    raise AssertionError(f"{pattern!r} not in the log:\n{server.log_text()}")
 
 
 def test_client_hang_up_cancels_between_steps(image_server, image_client):

@@ -9,8 +9,6 @@ bounded wait (30 s plus three forwards). Skipped where mpirun is missing."""
 import base64
 import json
 import os
-import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,69 +17,23 @@ import time
 import pytest
 import requests
 
-from conftest import BINARY, ROOT, START_TIMEOUT_S, Server
+from conftest import (BINARY, MPI_ENV, MPIRUN, ROOT, START_TIMEOUT_S, MpiServer, Server,
+                      wait_for_log)
 
 PIPELINE_DIR = ROOT / "tests" / "golden" / "fixtures" / "flux" / "tiny_pipeline"
-MPIRUN = shutil.which("mpirun")
-# mpirun refuses root without these; two ranks on whatever cores the machine has.
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# Two ranks on whatever cores the machine has.
 MPI_ARGS = ["-np", "2", "--oversubscribe", "--bind-to", "none"]
 
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="needs mpirun (openmpi-bin)")
 
 
-class PairServer(Server):
-    """`mpirun -np 2 quantserve serve PIPELINE --cfg-parallel-size 2`; both ranks log to one
-    file, rank 0 the port line."""
+class PairServer(MpiServer):
+    """`mpirun -np 2 quantserve serve PIPELINE --cfg-parallel-size 2`."""
 
     def __init__(self, tmp_path):
-        self.log_path = tmp_path / "server.log"
-        args = [MPIRUN, *MPI_ARGS, str(BINARY), "serve", str(PIPELINE_DIR), "--port", "0",
-                "--threads", "1", "--served-model-name", "tiny-flux", "--cfg-parallel-size", "2"]
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log,
-                                     env={**os.environ, **MPI_ENV})
-        self.port = self._wait_for_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ranks = [self.rank_pid(0), self.rank_pid(1)]
-        self._wait_healthy()
-
-    def stop(self, timeout=15):
-        """SIGTERM to rank 0 (which stops rank 1), then mpirun's exit code. mpirun itself
-        answers a SIGTERM of its own with exit 1 however its ranks end."""
-        if self.proc.poll() is None:
-            os.kill(self.ranks[0], signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise
-        self.log.close()
-        return self.proc.returncode
-
-    def kill(self):
-        """SIGKILL to both ranks, then mpirun: a mpirun killed first would leave them."""
-        for pid in self.ranks:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-    def rank_pid(self, rank):
-        """The pid of the quantserve process mpirun started as `rank`."""
-        children = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True,
-                                  text=True).stdout.split()
-        for pid in children:
-            try:
-                env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-            except OSError:
-                continue
-            if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
-                return int(pid)
-        raise AssertionError(f"no rank {rank} among mpirun's children {children}")
+        super().__init__(tmp_path, 2, [str(PIPELINE_DIR), "--port", "0", "--threads", "1",
+                                       "--served-model-name", "tiny-flux",
+                                       "--cfg-parallel-size", "2"])
 
 
 @pytest.fixture(scope="module")
@@ -119,16 +71,6 @@ TRUE_CFG = {"negative_prompt": "blurry, low quality", "true_cfg_scale": 2.5}
 ])
 def test_same_png_as_a_single_process_server(pair, single, fields):
     assert image(pair, **fields) == image(single, **fields)
-
-
-def wait_for_log(server, pattern, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = re.search(pattern, server.log_text())
-        if m:
-            return m
-        time.sleep(0.05)
-    raise AssertionError(f"{pattern!r} not in the log:\n{server.log_text()}")
 
 
 def long_request(port, steps=1000):

@@ -17,54 +17,20 @@ import openai
 import pytest
 import requests
 
-from conftest import BINARY, MODEL_DIR, ROOT, START_TIMEOUT_S, Server
+from conftest import BINARY, MODEL_DIR, MPI_ENV, MPIRUN, ROOT, MpiServer, Server
 
-MPIRUN = shutil.which("mpirun")
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 GOLDEN = ROOT / "tests" / "golden" / "fixtures" / "hf"
 
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="needs mpirun (openmpi-bin)")
 
 
-class TpServer(Server):
-    """`mpirun -np N quantserve serve DIR --tensor-parallel-size N`; all ranks log to one file."""
+class TpServer(MpiServer):
+    """`mpirun -np N quantserve serve DIR --tensor-parallel-size N`."""
 
     def __init__(self, tmp_path, model_dir, ranks, extra_args=(), mpi_args=()):
-        self.log_path = tmp_path / "server.log"
-        args = [MPIRUN, "-np", str(ranks), "--oversubscribe", "--bind-to", "none", *mpi_args,
-                str(BINARY), "serve", str(model_dir), "--port", "0", "--threads", "1",
-                "--served-model-name", "m", "--tensor-parallel-size", str(ranks), *extra_args]
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log,
-                                     env={**os.environ, **MPI_ENV})
-        self.port = self._wait_for_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._wait_healthy()
-
-    def rank_pid(self, rank):
-        children = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True,
-                                  text=True).stdout.split()
-        for pid in children:
-            try:
-                env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-            except OSError:
-                continue
-            if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
-                return int(pid)
-        raise AssertionError(f"no rank {rank} among mpirun's children {children}")
-
-    def stop(self, timeout=30):
-        """SIGTERM to rank 0, which releases the others; mpirun's exit code."""
-        if self.proc.poll() is None:
-            os.kill(self.rank_pid(0), signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise
-        self.log.close()
-        return self.proc.returncode
+        super().__init__(tmp_path, ranks,
+                         [str(model_dir), "--port", "0", "--threads", "1", "--served-model-name",
+                          "m", "--tensor-parallel-size", str(ranks), *extra_args], mpi_args)
 
 
 def servable(tmp, fixture):
@@ -143,7 +109,7 @@ def test_same_greedy_text_and_logprobs_as_one_process(tmp_path, models, name, ra
         got = greedy(tp)
         assert "tensor parallel over %d ranks" % ranks in tp.log_text()
     finally:
-        assert tp.stop() == 0, tp.log_text()
+        assert tp.stop(timeout=30) == 0, tp.log_text()
     # Logprobs: f32 summation order for 16-bit weights; int4 weights meet activations that some
     # kernels round by the matrix's width (tests/dist/tensor_parallel_test.cc), so more slack.
     tol = 1e-2 if name == "w4g128" else 1e-3
@@ -226,5 +192,4 @@ def test_a_lost_rank_fails_requests_with_503_and_ends_the_job(tmp_path, how):
             except (OSError, UnboundLocalError):
                 pass
         if server.proc.poll() is None:
-            server.proc.kill()
-            server.proc.wait()
+            server.kill()
