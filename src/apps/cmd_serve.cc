@@ -6,7 +6,6 @@
 // and a Whisper checkpoint as a transcription model (/v1/audio/transcriptions).
 #include <pthread.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -436,8 +435,8 @@ Status run(const Flags& flags) {
                 media.vision ? (media.audio ? ", images and audio in chat" : ", images in chat")
                              : (media.audio ? ", audio in chat" : ""));
   // A tensor-parallel rank that dies or hangs breaks the engine: in-flight requests fail with
-  // 503, /health answers 503, and shortly after (so that those answers go out) the server
-  // stops and the command exits non-zero, for mpirun or a supervisor to restart the job.
+  // 503, /health answers 503, and a second later (so that those answers go out) the job ends
+  // non-zero, for mpirun or a supervisor to restart it.
   std::atomic<bool> serving{true};
   std::thread watchdog;
   if (tp != nullptr) {
@@ -449,7 +448,11 @@ Status run(const Flags& flags) {
       QS_LOG_ERROR("tensor parallel group failed (%s); stopping the server",
                    backend.health().message().c_str());
       std::this_thread::sleep_for(std::chrono::seconds(1));
-      kill(getpid(), SIGTERM);
+      if (!serving.load()) return;  // stopped meanwhile: the check after serving ends the job
+      // Not a graceful stop: that would wait for idle keep-alive connections to time out
+      // (httplib's 5 s), and the group can do nothing more anyway.
+      std::fprintf(stderr, "quantserve serve: %s\n", backend.health().message().c_str());
+      dist::abort_job(1);
     });
   }
   Status served = serve_until_signal(http, options, info, detail, &signals);
