@@ -137,23 +137,38 @@ kernels::QActsView quantize_for(kernels::Isa isa, const QuantMatrix& q, const fl
 
 // The bf16-activation path: x rounded once per call (on the calling thread; the declared
 // W8A8 grids on AVX-512 where the kernel runs, bit for bit the scalar rounding), then the
-// AVX512-BF16 kernel where the CPU has it, else the scalar one.
-Job bf16act_job(kernels::Isa isa, int64_t m, const QuantMatrix& q, const float* x,
+// AVX512-BF16 kernel where the CPU has it (on the resident panels when the weight has them),
+// else the scalar one.
+bool bf16act_simd(kernels::Isa isa) {
+  return isa == kernels::Isa::kAvx512 && kernels::cpu::bf16act_supported();
+}
+
+kernels::Bf16ActsView prepare_bf16act(kernels::Isa isa, const QuantMatrix& q, const float* x,
+                                      int64_t m) {
+  const kernels::QMatrixView& w = q.view();
+  if (!q.act().quantized()) {
+    return kernels::prepare_bf16_acts(w, x, m, acts_scratch(kernels::bf16_acts_bytes(w, m)));
+  }
+  const auto prepare_declared = bf16act_simd(isa) ? kernels::cpu::prepare_declared_bf16_acts_avx512
+                                                  : kernels::prepare_declared_bf16_acts;
+  return prepare_declared(w, q.act_quant(), q.input_scale(), q.input_zero(), x, m,
+                          acts_scratch(kernels::declared_bf16_acts_bytes(w, m)));
+}
+
+// `a` must stay alive until the job has run (the job copies the view, not the buffer).
+Job bf16act_job(kernels::Isa isa, const QuantMatrix& q, const kernels::Bf16ActsView& a,
                 const float* bias, float* y) {
   const kernels::QMatrixView* w = &q.view();
-  const bool simd = isa == kernels::Isa::kAvx512 && kernels::cpu::bf16act_supported();
-  const auto prepare_declared =
-      simd ? kernels::cpu::prepare_declared_bf16_acts_avx512 : kernels::prepare_declared_bf16_acts;
-  const kernels::Bf16ActsView a =
-      q.act().quantized()
-          ? prepare_declared(*w, q.act_quant(), q.input_scale(), q.input_zero(), x, m,
-                             acts_scratch(kernels::declared_bf16_acts_bytes(*w, m)))
-          : kernels::prepare_bf16_acts(*w, x, m, acts_scratch(kernels::bf16_acts_bytes(*w, m)));
   Job job;
   job.n = w->n;
-  job.macs = m * w->n * w->k;
-  job.grain = 16;
-  if (simd) {
+  job.macs = a.m * w->n * w->k;
+  job.grain = 16;  // whole panels, and no two threads on one line of y
+  const kernels::QPanelsView* panels = q.panels();
+  if (bf16act_simd(isa) && panels != nullptr && a.gscale == nullptr) {
+    job.run = [=](int64_t b, int64_t e) {
+      kernels::cpu::qlinear_bf16panels_avx512(*panels, a, bias, b, e, y);
+    };
+  } else if (bf16act_simd(isa)) {
     job.run = [=](int64_t b, int64_t e) {
       kernels::cpu::qlinear_bf16act_avx512(*w, a, bias, b, e, y);
     };
@@ -349,7 +364,7 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Linear
   // process-wide precision.
   if (q.needs_bf16_kernels() ||
       (!q.act().quantized() && activation_precision() == ActivationPrecision::kBf16)) {
-    run_job(bf16act_job(isa, m, q, x, bias, y), pool);
+    run_job(bf16act_job(isa, q, prepare_bf16act(isa, q, x, m), bias, y), pool);
     return ok_status();
   }
   const kernels::QActsView a = quantize_for(isa, q, x, m);
@@ -378,12 +393,12 @@ Status linear_grouped(const float* x, std::span<const GroupedOut> outs, ThreadPo
   // Decode-sized groups run together: one fork/join over all their output columns, and their
   // rows of x quantized once. Prefill-sized ones are compute-bound and their GEMMs want whole
   // panels: one at a time. So are weights that quantize x their own way (W8A8, fp8, act-order,
-  // a different block layout) and the bf16-activation path.
+  // a different block layout) and the bf16-activation path, but for weights on the exact
+  // kernel's resident panels, whose rows of x are rounded to bf16 once.
   const bool int8_acts = activation_precision() == ActivationPrecision::kInt8;
   const QuantMatrix* first_packed = nullptr;
   auto joins = [&](const GroupedOut& o) {
-    if (!int8_acts || o.rows == 0 || o.rows >= kernels::cpu::kQGemmMinRows ||
-        use_gemm(isa, o.rows)) {
+    if (o.rows == 0 || o.rows >= kernels::cpu::kQGemmMinRows || use_gemm(isa, o.rows)) {
       return false;
     }
     const QuantMatrix* q = o.w->quant.get();
@@ -392,6 +407,7 @@ Status linear_grouped(const float* x, std::span<const GroupedOut> outs, ThreadPo
       return t.rank() == 2 && t.dim(1) > 0;
     }
     if (q->act().quantized() || q->needs_bf16_kernels()) return false;
+    if (!int8_acts && (q->panels() == nullptr || !bf16act_simd(isa))) return false;
     if (first_packed == nullptr) first_packed = q;
     return same_acts_layout(first_packed->view(), q->view());
   };
@@ -414,8 +430,11 @@ Status linear_grouped(const float* x, std::span<const GroupedOut> outs, ThreadPo
   }
   QS_RETURN_IF_ERROR(check_isa(isa));
   kernels::QActsView acts;
-  if (first_packed != nullptr) {
+  kernels::Bf16ActsView bf16_acts;
+  if (first_packed != nullptr && int8_acts) {
     acts = quantize_for(isa, *first_packed, x + row_lo * k, row_hi - row_lo);
+  } else if (first_packed != nullptr) {
+    bf16_acts = prepare_bf16act(isa, *first_packed, x + row_lo * k, row_hi - row_lo);
   }
   // Each group's rows of the one quantization (a view; the rows are contiguous).
   std::vector<kernels::QActsView> views;
@@ -425,7 +444,14 @@ Status linear_grouped(const float* x, std::span<const GroupedOut> outs, ThreadPo
   for (const GroupedOut* o : together) {
     const QuantMatrix* q = o->w->quant.get();
     const float* xo = x + o->row_begin * k;
-    if (q != nullptr && q->packed()) {
+    if (q != nullptr && q->packed() && !int8_acts) {
+      const int64_t r = o->row_begin - row_lo;
+      kernels::Bf16ActsView v = bf16_acts;
+      v.m = o->rows;
+      v.x = bf16_acts.x + r * bf16_acts.k_pad;
+      v.gsum = bf16_acts.gsum + r * bf16_acts.n_groups;
+      jobs.push_back(bf16act_job(isa, *q, v, o->bias, o->y));
+    } else if (q != nullptr && q->packed()) {
       const int64_t r = o->row_begin - row_lo, blocks = acts.k_pad / 32;
       kernels::QActsView v = acts;
       v.m = o->rows;

@@ -10,6 +10,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/qlinear_bf16act.h"
 #include "kernels/cpu/qlinear_cpu.h"
+#include "ops/linear.h"
 #include "ops/qmatrix_pack.h"
 
 namespace qs::ops {
@@ -153,6 +154,24 @@ Result<std::shared_ptr<const QuantMatrix>> QuantMatrix::make(const formats::Quan
   }
   q->storage_bytes_ = bytes;
   q->view_ = qmatrix_pack(w, q->storage_.get());
+  // QS_EXACT_PANELS=0 keeps the per-column kernel for the exact path, for A/B runs.
+  static const bool panels_on = [] {
+    const char* env = std::getenv("QS_EXACT_PANELS");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  if (panels_on && !scheme.act.quantized() &&
+      activation_precision() == ActivationPrecision::kBf16 &&
+      kernels::qpanels_supported(q->view_) && kernels::active_isa() == kernels::Isa::kAvx512 &&
+      kernels::cpu::bf16act_supported()) {
+    const size_t pbytes = (kernels::qpanels_bytes(q->view_) + 63) / 64 * 64;
+    q->panels_storage_ = alloc_resident(pbytes);
+    if (q->panels_storage_ == nullptr) {
+      return internal_error("quantized weight: cannot allocate " + std::to_string(pbytes) +
+                            " bytes");
+    }
+    q->panels_bytes_ = pbytes;
+    q->panels_ = kernels::qpanels_pack(q->view_, q->panels_storage_.get());
+  }
   return std::shared_ptr<const QuantMatrix>(std::move(q));
 }
 
@@ -166,6 +185,12 @@ std::string QuantMatrix::kernel() const {
   if (!packed()) return "dequantized bf16: " + reason_;
   const std::string acts =
       scheme_.act.quantized() ? ", activations " + scheme_.act.describe() : std::string();
+  if (panels() != nullptr) {
+    const std::string group =
+        view_.n_groups == 1 ? std::string("per-channel") : "g" + std::to_string(view_.group_size);
+    return "int" + std::to_string(scheme_.quantized() ? scheme_.bits : view_.bits) + " " + group +
+           " x bf16-exact activations (avx512-bf16 panels)";
+  }
   if (needs_bf16_kernels()) {
     const std::string codes = view_.fp8 ? "fp8 e4m3 (1 byte)" : "int" + std::to_string(view_.bits);
     const std::string group =
@@ -193,7 +218,7 @@ std::string QuantMatrix::kernel() const {
 }
 
 size_t QuantMatrix::resident_bytes() const {
-  return packed() ? storage_bytes_ : fallback_.nbytes();
+  return packed() ? storage_bytes_ + panels_bytes_ : fallback_.nbytes();
 }
 
 size_t QuantMatrix::resident_bytes_for(const formats::QuantScheme& scheme, int64_t n, int64_t k) {

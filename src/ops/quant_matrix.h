@@ -15,6 +15,7 @@
 #include "formats/quant_scheme.h"
 #include "formats/quantized_weight.h"
 #include "kernels/qmatrix.h"
+#include "kernels/qpanels.h"
 
 namespace qs::ops {
 
@@ -34,6 +35,10 @@ class QuantMatrix {
   // true: int kernels on view(); false: dense fallback().
   bool packed() const { return fallback_.empty(); }
   const kernels::QMatrixView& view() const { return view_; }
+  // The codes again as panels for the exact kernels (kernels/qpanels.h), or nullptr: made at
+  // load when weight-only int4 codes will run with bf16 activations on a CPU with
+  // AVX512-BF16 (ActivationPrecision kBf16 at make()).
+  const kernels::QPanelsView* panels() const { return panels_storage_ ? &panels_ : nullptr; }
   const Tensor& fallback() const { return fallback_; }
   const formats::ActScheme& act() const { return scheme_.act; }
   // act() as the kernels take it (meaningful when act().quantized()).
@@ -58,6 +63,9 @@ class QuantMatrix {
   kernels::ActQuant act_quant_;
   std::shared_ptr<uint8_t[]> storage_;  // 64-byte aligned, holds what view_ points into
   size_t storage_bytes_ = 0;
+  kernels::QPanelsView panels_;
+  std::shared_ptr<uint8_t[]> panels_storage_;
+  size_t panels_bytes_ = 0;
   Tensor fallback_;     // [n, k] bf16 when not packed
   std::string reason_;  // why not packed
   float input_scale_ = 1.0f;

@@ -66,7 +66,19 @@ std::vector<float> normal(size_t count, uint32_t seed) {
   return v;
 }
 
-TEST(LinearMany, EqualsSeparateCalls) {
+// Under either activation precision; with bf16 the packed weights are made with the exact
+// kernel's resident panels (on CPUs with AVX512-BF16), whose decode-sized groups join too.
+class LinearMany : public ::testing::TestWithParam<ops::ActivationPrecision> {
+ protected:
+  void SetUp() override {
+    before_ = ops::activation_precision();
+    ops::set_activation_precision(GetParam());
+  }
+  void TearDown() override { ops::set_activation_precision(before_); }
+  ops::ActivationPrecision before_ = ops::ActivationPrecision::kInt8;
+};
+
+TEST_P(LinearMany, EqualsSeparateCalls) {
   constexpr int64_t k = 256;
   std::vector<ops::LinearWeight> weights;
   weights.push_back(packed(random_quant(200, k, 4, 128, 1)));  // shares the activations
@@ -105,6 +117,13 @@ TEST(LinearMany, EqualsSeparateCalls) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, LinearMany,
+                         ::testing::Values(ops::ActivationPrecision::kInt8,
+                                           ops::ActivationPrecision::kBf16),
+                         [](const auto& p) {
+                           return std::string(ops::activation_precision_name(p.param));
+                         });
 
 TEST(ResidentArena, AlignedDistinctAndKeptAlive) {
   std::vector<std::shared_ptr<uint8_t[]>> blocks;

@@ -20,6 +20,7 @@
 #include "formats/quantized_weight.h"
 #include "kernels/cpu/qlinear_bf16act.h"
 #include "kernels/qmatrix.h"
+#include "kernels/qpanels.h"
 #include "kernels/ref/qlinear_bf16act_ref.h"
 #include "kernels/ref/qlinear_ref.h"
 #include "ops/linear.h"
@@ -132,13 +133,58 @@ TEST_P(Bf16Act, KernelMatchesOracleAndOracleIsNearExact) {
   }
 }
 
+// The resident panels hold every code where the layout says (qpanels_code), and the panel
+// kernel gives the oracle's numbers (float rounding only: the codes minus the uniform zero
+// are summed instead of the zero term after) for every row count's tile shape, with column
+// ranges split at panel boundaries as threads split them and a last panel cut short.
+TEST_P(Bf16Act, PanelsMatchOracle) {
+  const Spec s = GetParam();
+  const QuantizedWeight qw = random_weight(s, 9);
+  Buffer wbuf = aligned_buffer(ops::qmatrix_bytes(qw));
+  const QMatrixView w = ops::qmatrix_pack(qw, wbuf.get());
+  if (w.bits != 4) {
+    EXPECT_FALSE(kernels::qpanels_supported(w));
+    return;
+  }
+  ASSERT_TRUE(kernels::qpanels_supported(w));
+  Buffer pbuf = aligned_buffer(kernels::qpanels_bytes(w));
+  const kernels::QPanelsView p = kernels::qpanels_pack(w, pbuf.get());
+  for (int64_t j = 0; j < s.n; ++j) {
+    for (int64_t c = 0; c < s.k; ++c) {
+      const int64_t stored = w.perm != nullptr ? std::find(w.perm, w.perm + s.k, c) - w.perm : c;
+      ASSERT_EQ(kernels::qpanels_code(p, j, stored), qw.codes[j * s.k + c]) << j << ", " << c;
+    }
+  }
+  if (!kernels::cpu::bf16act_supported()) {
+    GTEST_SKIP() << "this CPU lacks AVX512-BF16/VBMI: the panel kernel does not run here";
+  }
+  for (int64_t m : {1, 2, 3, 4, 5, 8, 11}) {
+    const std::vector<float> x = random_x(m, s.k, 21 + static_cast<uint32_t>(m));
+    Buffer abuf = aligned_buffer(kernels::bf16_acts_bytes(w, m));
+    const kernels::Bf16ActsView a = kernels::prepare_bf16_acts(w, x.data(), m, abuf.get());
+    std::vector<float> bias(s.n);
+    for (int64_t j = 0; j < s.n; ++j) bias[j] = 0.01f * static_cast<float>(j % 5);
+    std::vector<float> oracle(m * s.n), panels(m * s.n, NAN);
+    kernels::ref::qlinear_bf16act(w, a, bias.data(), 0, s.n, oracle.data());
+    const int64_t split = std::min(s.n, kernels::kPanelCols);
+    kernels::cpu::qlinear_bf16panels_avx512(p, a, bias.data(), 0, split, panels.data());
+    kernels::cpu::qlinear_bf16panels_avx512(p, a, bias.data(), split, s.n, panels.data());
+    const float tol = 1e-5f * std::max(1.0f, max_abs(oracle));
+    for (size_t t = 0; t < panels.size(); ++t) {
+      ASSERT_NEAR(panels[t], oracle[t], tol) << "m=" << m << " at " << t;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, Bf16Act,
                          ::testing::Values(Spec{48, 128, 4, 128, false, true},
                                            Spec{40, 96, 4, 32, false, false},
                                            Spec{33, 200, 4, 64, false, false},  // partial k
                                            Spec{32, 256, 8, 32, false, true},
                                            Spec{32, 128, 3, 32, true, false},
-                                           Spec{16, 192, 2, 64, false, false}));
+                                           Spec{16, 192, 2, 64, false, false},
+                                           Spec{100, 96, 4, 96, false, true},  // odd panels
+                                           Spec{72, 160, 4, 160, false, false}));
 
 TEST(Bf16Act, RoundingIsNearestEven) {
   EXPECT_EQ(kernels::f32_to_bf16(1.0f), 0x3F80);

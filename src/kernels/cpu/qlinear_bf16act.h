@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/qmatrix.h"
+#include "kernels/qpanels.h"
 #include "kernels/ref/qlinear_bf16act_ref.h"
 
 namespace qs::kernels::cpu {
@@ -16,6 +17,12 @@ bool bf16act_supported();
 
 void qlinear_bf16act_avx512(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
                             int64_t n_begin, int64_t n_end, float* y);
+
+// The same product on resident panels (kernels/qpanels.h), for activations without declared
+// scales (a.gscale null): y[:, n_begin:n_end] (+ bias); n_begin a multiple of kPanelCols.
+// Needs bf16act_supported().
+void qlinear_bf16panels_avx512(const QPanelsView& w, const Bf16ActsView& a, const float* bias,
+                               int64_t n_begin, int64_t n_end, float* y);
 
 // prepare_declared_bf16_acts on AVX-512 (needs bf16act_supported()): the same bytes, gsum and
 // gscale, bit for bit.
