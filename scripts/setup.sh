@@ -9,7 +9,8 @@ PACKAGES=(build-essential cmake pkg-config git nlohmann-json3-dev libpcre2-dev l
           libgtest-dev libgmock-dev libbenchmark-dev clang-format clang lld libcpp-httplib-dev
           python3-venv python3-dev libpng-dev libsndfile1-dev libsoxr-dev libfftw3-dev
           zlib1g-dev libjpeg62-turbo-dev libwebp-dev libavformat-dev libavcodec-dev
-          libswscale-dev libswresample-dev libavutil-dev libopenmpi-dev openmpi-bin)
+          libswscale-dev libswresample-dev libavutil-dev libopenmpi-dev openmpi-bin
+          libhwy-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -12,14 +12,8 @@
 namespace qs::ops {
 
 void gelu_erf(float* x, int64_t n) {
-  switch (kernels::active_isa()) {
-    case kernels::Isa::kAvx512:
-      return kernels::cpu::gelu_erf_avx512(x, n);
-    case kernels::Isa::kAvx2:
-      return kernels::cpu::gelu_erf_avx2(x, n);
-    case kernels::Isa::kRef:
-      return kernels::ref::gelu_erf(x, n);
-  }
+  if (kernels::active_isa() == kernels::Isa::kRef) return kernels::ref::gelu_erf(x, n);
+  return kernels::cpu::elementwise_hwy_active().gelu_erf(x, n);
 }
 void gelu_tanh(float* x, int64_t n) {
   kernels::ref::gelu_tanh(x, n);

@@ -1,10 +1,11 @@
-// Kernel consistency tests for the per-token ops: the AVX2 and AVX-512 versions (called
-// directly, so both run on a CPU that has both) against the scalar oracles in
+// Kernel consistency tests for the per-token ops: the Highway kernels on every target they are
+// compiled for (called directly, so each target this CPU has runs) against the scalar oracles in
 // kernels/ref/elementwise_ref.h (and activation_ref.h for GELU), at lengths around the vector
 // widths, with the aliasing the ops allow, and with extreme inputs for the polynomial exp().
 // Tolerances per op below.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -22,25 +23,28 @@ namespace {
 
 using kernels::Isa;
 
-struct ElementwiseKernels {
-  Isa isa;
-  decltype(&kernels::ref::rms_norm) rms_norm;
-  decltype(&kernels::ref::silu_mul) silu_mul;
-  decltype(&kernels::ref::rope_rotate_half) rope_rotate_half;
-  decltype(&kernels::ref::softmax) softmax;
-  decltype(&kernels::ref::add_inplace) add_inplace;
-  decltype(&kernels::ref::exp_sub) exp_sub;
-  decltype(&kernels::ref::gelu_erf) gelu_erf;
+// The ops compiled for one Highway target.
+struct Variant {
+  std::string name;
+  int64_t hwy_target;
+  kernels::cpu::ElementwiseKernels ops;
 };
 
-const ElementwiseKernels kVariants[] = {
-    {Isa::kAvx2, kernels::cpu::rms_norm_avx2, kernels::cpu::silu_mul_avx2,
-     kernels::cpu::rope_rotate_half_avx2, kernels::cpu::softmax_avx2,
-     kernels::cpu::add_inplace_avx2, kernels::cpu::exp_sub_avx2, kernels::cpu::gelu_erf_avx2},
-    {Isa::kAvx512, kernels::cpu::rms_norm_avx512, kernels::cpu::silu_mul_avx512,
-     kernels::cpu::rope_rotate_half_avx512, kernels::cpu::softmax_avx512,
-     kernels::cpu::add_inplace_avx512, kernels::cpu::exp_sub_avx512, kernels::cpu::gelu_erf_avx512},
-};
+// gtest names a failing case by this instead of the struct's bytes.
+void PrintTo(const Variant& v, std::ostream* os) {
+  *os << v.name;
+}
+
+// Every target elementwise_hwy.cc is compiled for, whether or not this CPU has it: those it
+// lacks skip by name.
+std::vector<Variant> variants() {
+  std::vector<Variant> all;
+  for (int64_t target : kernels::cpu::elementwise_hwy_targets()) {
+    all.push_back(
+        {kernels::cpu::hwy_target_name(target), target, kernels::cpu::elementwise_hwy(target)});
+  }
+  return all;
+}
 
 // Lengths below, at and around the 8- and 16-lane widths, and model sizes.
 const int64_t kLengths[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 896, 4097};
@@ -53,12 +57,13 @@ std::vector<float> random_vector(int64_t n, uint32_t seed, float scale) {
   return v;
 }
 
-class ElementwiseTest : public ::testing::TestWithParam<ElementwiseKernels> {
+class ElementwiseTest : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
-    if (!kernels::isa_supported(GetParam().isa))
-      GTEST_SKIP() << "this CPU lacks " << kernels::isa_name(GetParam().isa);
+    if (!kernels::cpu::hwy_target_supported(GetParam().hwy_target))
+      GTEST_SKIP() << "this CPU lacks Highway's " << GetParam().name;
   }
+  const kernels::cpu::ElementwiseKernels& ops() const { return GetParam().ops; }
 };
 
 // f32 lane sums of squares vs the oracle's double sum: relative error ~d * 2^-24 at worst.
@@ -69,12 +74,12 @@ TEST_P(ElementwiseTest, RmsNorm) {
     const std::vector<float> w = random_vector(d, static_cast<uint32_t>(d + 1), 1.0f);
     std::vector<float> want(x.size()), got(x.size(), NAN);
     kernels::ref::rms_norm(x.data(), m, d, w.data(), 1e-6f, want.data());
-    GetParam().rms_norm(x.data(), m, d, w.data(), 1e-6f, got.data());
+    ops().rms_norm(x.data(), m, d, w.data(), 1e-6f, got.data());
     for (size_t i = 0; i < x.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i]) + 1e-7) << "d=" << d << " i=" << i;
     // In place (y aliases x), as the model calls it.
     std::vector<float> inplace = x;
-    GetParam().rms_norm(inplace.data(), m, d, w.data(), 1e-6f, inplace.data());
+    ops().rms_norm(inplace.data(), m, d, w.data(), 1e-6f, inplace.data());
     EXPECT_EQ(inplace, got) << "d=" << d;
   }
 }
@@ -90,12 +95,12 @@ TEST_P(ElementwiseTest, SiluMul) {
       g[i * 3 % g.size()] = extremes[i];
     std::vector<float> want(g.size()), got(g.size(), NAN);
     kernels::ref::silu_mul(g.data(), up.data(), n, want.data());
-    GetParam().silu_mul(g.data(), up.data(), n, got.data());
+    ops().silu_mul(g.data(), up.data(), n, got.data());
     for (size_t i = 0; i < g.size(); ++i)
       ASSERT_NEAR(got[i], want[i], 2e-6 * std::fabs(want[i]) + 1e-30)
           << "n=" << n << " g=" << g[i] << " up=" << up[i];
     std::vector<float> aliased = g;  // out aliases gate
-    GetParam().silu_mul(aliased.data(), up.data(), n, aliased.data());
+    ops().silu_mul(aliased.data(), up.data(), n, aliased.data());
     EXPECT_EQ(aliased, got);
   }
 }
@@ -104,7 +109,7 @@ TEST_P(ElementwiseTest, SiluPropagatesNan) {
   std::vector<float> g(20, 1.0f), up(20, 1.0f), out(20);
   g[3] = std::numeric_limits<float>::quiet_NaN();
   g[18] = std::numeric_limits<float>::quiet_NaN();
-  GetParam().silu_mul(g.data(), up.data(), 20, out.data());
+  ops().silu_mul(g.data(), up.data(), 20, out.data());
   EXPECT_TRUE(std::isnan(out[3]));
   EXPECT_TRUE(std::isnan(out[18]));
   EXPECT_FLOAT_EQ(out[0], 1.0f / (1.0f + std::exp(-1.0f)));
@@ -117,7 +122,7 @@ TEST_P(ElementwiseTest, Softmax) {
     if (n > 4) x[2] = -std::numeric_limits<float>::infinity();  // a masked-out score
     std::vector<float> want = x, got = x;
     kernels::ref::softmax(want.data(), n);
-    GetParam().softmax(got.data(), n);
+    ops().softmax(got.data(), n);
     double total = 0.0;
     for (size_t i = 0; i < x.size(); ++i) {
       ASSERT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i]) + 1e-30) << "n=" << n << " i=" << i;
@@ -131,7 +136,7 @@ TEST_P(ElementwiseTest, Softmax) {
 }
 
 // exp(x - shift) within the polynomial's few ulp of std::exp, masked scores (-inf) 0 (AVX-512's
-// vscalefps) or at most 2^-126 (AVX2's built exponent, as in softmax), the sum within f32
+// vscalefps) or at most 2^-126 (elsewhere the built exponent, as in softmax), the sum within f32
 // lane-summation error, and the same values whether written or only summed.
 TEST_P(ElementwiseTest, ExpSub) {
   for (int64_t n : kLengths) {
@@ -140,7 +145,7 @@ TEST_P(ElementwiseTest, ExpSub) {
     const float shift = 4.0f;
     std::vector<float> want(x.size()), got(x.size(), NAN);
     const float want_sum = kernels::ref::exp_sub(x.data(), n, shift, want.data());
-    const float got_sum = GetParam().exp_sub(x.data(), n, shift, got.data());
+    const float got_sum = ops().exp_sub(x.data(), n, shift, got.data());
     for (size_t i = 0; i < x.size(); ++i) {
       ASSERT_NEAR(got[i], want[i], 1e-6 * std::fabs(want[i]) + 1e-37) << "n=" << n << " i=" << i;
     }
@@ -148,7 +153,7 @@ TEST_P(ElementwiseTest, ExpSub) {
       EXPECT_LE(got[3], 1e-37f);
     }
     EXPECT_NEAR(got_sum, want_sum, 1e-5 * want_sum) << "n=" << n;
-    EXPECT_EQ(GetParam().exp_sub(x.data(), n, shift, nullptr), got_sum) << "n=" << n;
+    EXPECT_EQ(ops().exp_sub(x.data(), n, shift, nullptr), got_sum) << "n=" << n;
   }
 }
 
@@ -169,7 +174,7 @@ TEST_P(ElementwiseTest, RopeRotateHalf) {
     std::vector<float> want = x, got = x;
     kernels::ref::rope_rotate_half(want.data(), n_tokens, n_heads, head_dim, cos.data(),
                                    sin.data());
-    GetParam().rope_rotate_half(got.data(), n_tokens, n_heads, head_dim, cos.data(), sin.data());
+    ops().rope_rotate_half(got.data(), n_tokens, n_heads, head_dim, cos.data(), sin.data());
     for (int64_t t = 0; t < n_tokens; ++t) {
       for (int64_t h = 0; h < n_heads; ++h) {
         for (int64_t j = 0; j < head_dim; ++j) {
@@ -193,7 +198,7 @@ TEST_P(ElementwiseTest, AddInplace) {
     std::vector<float> want = random_vector(n, 4, 1.0f);
     std::vector<float> got = want;
     kernels::ref::add_inplace(want.data(), x.data(), n);
-    GetParam().add_inplace(got.data(), x.data(), n);
+    ops().add_inplace(got.data(), x.data(), n);
     EXPECT_EQ(got, want) << "n=" << n;
   }
 }
@@ -206,24 +211,54 @@ TEST_P(ElementwiseTest, GeluErf) {
     const std::vector<float> x = random_vector(n, 11, 4.0f);
     std::vector<float> want = x, got = x;
     kernels::ref::gelu_erf(want.data(), n);
-    GetParam().gelu_erf(got.data(), n);
+    ops().gelu_erf(got.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       EXPECT_NEAR(got[i], want[i], 1.5e-6f + 1e-7f * std::fabs(x[i])) << "n=" << n << " x=" << x[i];
     }
   }
   // Past the clamp: x (to f32 rounding) on the right, 0 on the left; infinity stays.
   float edges[] = {0.0f, 30.0f, -30.0f, INFINITY};
-  GetParam().gelu_erf(edges, 4);
+  ops().gelu_erf(edges, 4);
   EXPECT_EQ(edges[0], 0.0f);
   EXPECT_NEAR(edges[1], 30.0f, 30.0f * 1e-6f);
   EXPECT_NEAR(edges[2], 0.0f, 30.0f * 1e-6f);
   EXPECT_EQ(edges[3], INFINITY);
 }
 
-INSTANTIATE_TEST_SUITE_P(SimdIsas, ElementwiseTest, ::testing::ValuesIn(kVariants),
-                         [](const auto& param_info) {
-                           return std::string(kernels::isa_name(param_info.param.isa));
-                         });
+INSTANTIATE_TEST_SUITE_P(Highway, ElementwiseTest, ::testing::ValuesIn(variants()),
+                         [](const auto& param_info) { return param_info.param.name; });
+
+// Highway 1.0.3 on x86: the AVX-512 targets (AVX3_DL: Ice Lake and Zen 4 on), AVX2, SSE4 and
+// a portable fallback (EMU128, or SCALAR where Highway deems the compiler's EMU128 broken, as
+// for GCC before 12.3) are all compiled, so each runs above on a CPU that has it.
+TEST(ElementwiseHwy, CompiledForTheX86Targets) {
+#if defined(__x86_64__)
+  std::vector<std::string> names;
+  for (int64_t t : kernels::cpu::elementwise_hwy_targets())
+    names.emplace_back(kernels::cpu::hwy_target_name(t));
+  const auto has = [&](const char* name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  for (const char* want : {"AVX3_DL", "AVX3", "AVX2", "SSE4"}) EXPECT_TRUE(has(want)) << want;
+  EXPECT_TRUE(has("EMU128") || has("SCALAR"));
+#else
+  GTEST_SKIP() << "not x86-64";
+#endif
+}
+
+// avx512 runs the best target the CPU has, avx2 the best of AVX2 and below.
+TEST(ElementwiseHwy, TargetFollowsTheIsa) {
+  const std::vector<int64_t> targets = kernels::cpu::elementwise_hwy_targets();
+  int64_t best = 0;
+  for (int64_t t : targets) {
+    if (best == 0 && kernels::cpu::hwy_target_supported(t)) best = t;
+  }
+  if (!kernels::isa_supported(Isa::kAvx2)) GTEST_SKIP() << "this CPU lacks avx2";
+  EXPECT_EQ(kernels::cpu::hwy_target_name(kernels::cpu::elementwise_hwy_target(Isa::kAvx2)),
+            std::string("AVX2"));
+  if (!kernels::isa_supported(Isa::kAvx512)) GTEST_SKIP() << "this CPU lacks avx512";
+  EXPECT_EQ(kernels::cpu::elementwise_hwy_target(Isa::kAvx512), best);
+}
 
 // The ops front end dispatches to whichever ISA is active; it must agree with the oracle.
 TEST(ElementwiseOps, FrontEndMatchesReference) {

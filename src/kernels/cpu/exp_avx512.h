@@ -1,6 +1,7 @@
-// kernels/cpu: the AVX-512 exp shared by the *_avx512.cc kernels (the per-token ops and the
-// fused attention), so that the attention forward's probabilities and the ops' exp_sub, which
-// the AutoRound backward recomputes them with, are the same function. Cephes' expf polynomial
+// kernels/cpu: the AVX-512 exp of the *_avx512.cc kernels (the fused attention). The per-token
+// ops' exp_sub, which the AutoRound backward recomputes the attention probabilities with, is
+// Highway's now (elementwise_hwy.cc) and gives the same bits on its AVX-512 targets, so the two
+// still agree (elementwise_kernels_test checks it). Cephes' expf polynomial
 // (rel. error ~2 ulp on [-87, 88]) scaled by vscalefps, which also gives exact 0 / inf at the
 // extremes. Only files compiled with the AVX-512 flags may include it.
 #pragma once
