@@ -1,7 +1,8 @@
 // apps: `quantserve inspect DIR [--json] [--quantization NAME]`: what a checkpoint directory
 // holds (architecture, hyper-parameters, tensors, dtypes, bytes), computed by
 // io/checkpoint_summary. A quantized checkpoint is also loaded, so that every layer is shown
-// with its stored scheme, the kernel that runs it and its stored/resident/bf16 bytes.
+// with its stored scheme, the kernel that runs it and its stored/resident/bf16 bytes; so is a
+// 16-bit one under --lm-head-dtype int8 (the table then shows lm_head's int8 kernel).
 // A diffusers pipeline directory (or a FLUX transformer/ folder) is sized instead
 // (diffusion/pipeline_memory.h): resident bytes per component and the peak of one step at
 // --width x --height, from the transformer's config alone when its weights are not there.
@@ -120,7 +121,9 @@ Status run(const Flags& flags) {
     summary.active_note = std::to_string(config->moe.top_k) + " of " +
                           std::to_string(config->moe.n_experts) + " experts per token";
   }
-  if (!summary.quant_method.empty()) {
+  // A quantized checkpoint, or a 16-bit one whose lm_head --lm-head-dtype changes at load, is
+  // loaded to show what runs each linear.
+  if (!summary.quant_method.empty() || flags.get("lm-head-dtype") != "auto") {
     QS_RETURN_IF_ERROR(add_loaded_linears(dir, flags, &summary));
   } else if (flags.has("quantization")) {
     // Nothing to load for an unquantized checkpoint, but --quantization still has to agree.

@@ -10,6 +10,11 @@ void add_model_flags(Flags& flags) {
   flags.add("quantization",
             "quantization method the checkpoint must use (auto-round, gptq, awq, "
             "compressed-tensors, fp8 or an alias); default: detect from quantization_config");
+  flags.add("lm-head-dtype",
+            "auto (lm_head as stored) or int8: a 16-bit lm_head is made int8 per row at load, "
+            "as llama.cpp stores a tied output matrix (half the bytes per decode step); a "
+            "quantized one is left as it is",
+            false, "auto");
   add_revision_flag(flags);
 }
 
@@ -26,6 +31,7 @@ Result<std::string> resolve_model_flag(const Flags& flags, const std::string& na
 models::LoadOptions load_options_from_flags(const Flags& flags) {
   models::LoadOptions options;
   options.quantization = flags.get("quantization");
+  options.lm_head_dtype = flags.get("lm-head-dtype");
   return options;
 }
 

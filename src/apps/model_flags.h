@@ -1,8 +1,9 @@
 // apps: the model-loading flags every command that loads a checkpoint shares (generate, chat,
-// bench latency, inspect), defined once here. Today that is vLLM's --quantization: empty means
-// "detect from the checkpoint"; a name must agree with what detection finds (the loader
-// checks it, io::check_requested_quantization). The commands that run the engine (generate,
-// chat, bench latency/throughput, serve, eval) also share vLLM's --kv-cache-dtype.
+// bench latency, inspect), defined once here: vLLM's --quantization (empty means "detect from
+// the checkpoint"; a name must agree with what detection finds, io::check_requested_quantization)
+// and --lm-head-dtype (models/lm_head_int8.h; the loader checks the value). The commands that run
+// the engine (generate, chat, bench latency/throughput, serve, eval) also share vLLM's
+// --kv-cache-dtype.
 #pragma once
 
 #include "apps/flags.h"
@@ -11,7 +12,7 @@
 
 namespace qs::apps {
 
-// Adds --quantization NAME and --revision.
+// Adds --quantization NAME, --lm-head-dtype auto|int8 and --revision.
 void add_model_flags(Flags& flags);
 
 // Adds --revision REV: which snapshot of a Hugging Face repo id to load from the hub cache (a

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "io/checkpoint.h"
 #include "models/linear_loader.h"
+#include "models/lm_head_int8.h"
 #include "ops/elementwise.h"
 #include "ops/linear.h"
 
@@ -206,6 +207,8 @@ Result<io::Checkpoint> open_model_tensors(const std::string& dir, ModelConfig* c
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOptions& options) {
+  QS_RETURN_IF_ERROR(check_lm_head_dtype(options.lm_head_dtype));
+  const bool int8_head = options.lm_head_dtype == "int8";
   QS_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(dir));
   QS_ASSIGN_OR_RETURN(nlohmann::json raw_config, read_json(dir + "/config.json"));
   QS_ASSIGN_OR_RETURN(io::QuantConfig quant, io::load_quant_config(dir, raw_config));
@@ -309,6 +312,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   QS_RETURN_IF_ERROR(report(dir, config, problems));
   m->kv_scales_ = std::move(kv_scales).value();
   warn_unexpected(ckpt, config, consumed);
+  if (int8_head && !config.tie_word_embeddings) {
+    QS_RETURN_IF_ERROR(make_int8_lm_head(dir, &m->lm_head_));
+  }
 
   m->embed_ = get(ckpt, "model.embed_tokens.weight");
   if (tp.split()) m->embed_ = dense_shard(m->embed_, tp.vocab_shard());
@@ -353,9 +359,15 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   }
   m->final_norm_ = get_f32(ckpt, "model.norm.weight");
   if (config.tie_word_embeddings) {
-    // The tied lm_head gets pair panels like every 16-bit linear (the loader's); the
-    // embedding lookups read the mapping's rows, which fault back in one by one.
-    QS_ASSIGN_OR_RETURN(m->lm_head_, ops::with_panels(m->embed_));
+    // The tied lm_head gets pair panels like every 16-bit linear (the loader's), or is made
+    // int8 without them; the embedding lookups read the mapping's rows, which fault back in
+    // one by one.
+    if (int8_head) {
+      m->lm_head_ = ops::LinearWeight(m->embed_);
+      QS_RETURN_IF_ERROR(make_int8_lm_head(dir, &m->lm_head_));
+    } else {
+      QS_ASSIGN_OR_RETURN(m->lm_head_, ops::with_panels(m->embed_));
+    }
     LinearInfo info;
     info.name = "lm_head";
     info.stored_bytes = m->embed_.nbytes();

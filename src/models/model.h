@@ -67,6 +67,10 @@ struct LoadOptions {
   // vLLM's --quantization: empty = detect; otherwise it must agree with the checkpoint's
   // quantization_config (io::check_requested_quantization).
   std::string quantization;
+  // --lm-head-dtype: "auto" keeps lm_head as stored; "int8" makes a 16-bit head (tied or not,
+  // this rank's vocab shard under tensor parallelism) int8 per row at load
+  // (models/lm_head_int8.h). Other values are load errors.
+  std::string lm_head_dtype = "auto";
   // vLLM's --tensor-parallel-size: the ranks of this communicator split every layer
   // (models/tensor_parallel.h); each loads only its shard, and every rank must run the same
   // forward calls (rank 0 tells the others which: engine/tensor_parallel_worker.h). Null or
