@@ -104,6 +104,8 @@ class LLM:
     run after run (None: fresh entropy). The KV cache holds max_num_seqs sequences of
     max_model_len, within a quarter of the available memory, unless kv_cache_memory_bytes or
     gpu_memory_utilization (a fraction of the memory available after loading) says otherwise.
+    lm_head_dtype: "auto" (the head as stored) or "int8" (a 16-bit lm_head rounded to int8 per
+    row at load, as llama.cpp stores a tied output matrix; the CLI's --lm-head-dtype).
     """
 
     def __init__(
@@ -122,6 +124,7 @@ class LLM:
         seed: Optional[int] = 0,
         gpu_memory_utilization: Optional[float] = None,
         kv_cache_memory_bytes: Optional[int] = None,
+        lm_head_dtype: str = "auto",
         **kwargs: Any,
     ):
         for name, value in kwargs.items():
@@ -149,6 +152,7 @@ class LLM:
             threads=threads or 0,
             kv_cache_memory_bytes=kv_cache_memory_bytes,
             memory_fraction=gpu_memory_utilization,
+            lm_head_dtype=lm_head_dtype,
         )
         self.model = model
         self._rng = random.Random(seed) if seed is not None else None

@@ -23,6 +23,7 @@ Result<std::unique_ptr<LlmCore>> LlmCore::load(const LlmOptions& o) {
   QS_ASSIGN_OR_RETURN(core->dir_, io::resolve_model_dir(o.model, o.revision));
   models::LoadOptions load;
   load.quantization = o.quantization;
+  load.lm_head_dtype = o.lm_head_dtype;
   QS_ASSIGN_OR_RETURN(core->model_, models::Model::load(core->dir_, load));
   QS_ASSIGN_OR_RETURN(core->tokenizer_, tok::load_tokenizer(core->dir_));
   QS_ASSIGN_OR_RETURN(core->gen_, io::read_generation_config(core->dir_));

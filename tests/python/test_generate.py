@@ -337,3 +337,14 @@ def test_two_threads_on_one_llm(llm):
         t.join(timeout=60)
     assert not errors
     assert got == {p: [expected[p]] * 3 for p in prompts}
+
+
+def test_int8_lm_head_equals_the_cli():
+    # The CLI's --lm-head-dtype through LLM(lm_head_dtype=): the same int8 head, the same text.
+    llm = LLM(MODEL_DIR, threads=THREADS, lm_head_dtype="int8")
+    out = llm.generate(PROMPT, GREEDY, use_tqdm=False)[0].outputs[0]
+    cli = run_cli("generate", "--model", MODEL_DIR, "--prompt", PROMPT, "--max-tokens", 64,
+                  "--temperature", 0, "--threads", THREADS, "--lm-head-dtype", "int8")
+    assert out.text == cli.stdout
+    with pytest.raises(ValueError, match="auto or int8"):
+        LLM(MODEL_DIR, threads=THREADS, lm_head_dtype="fp4")
