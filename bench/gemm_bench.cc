@@ -4,7 +4,9 @@
 // products the backward needs (dX = dY W: A plain; dW = dY^T X: A transposed), 1 and 2 threads,
 // next to ops::linear's forward GEMM on the same shape as the yardstick; and the forward x W^T
 // as a gemm (B = W^T through its strides), each with f32 and with bf16 products (ops::Products;
-// SmolLM2-135M shapes are the OPT-RTN calibration forward's). Counter: GFLOP/s (2 m n k).
+// SmolLM2-135M shapes are the OPT-RTN calibration forward's). The hwy_<target> variants call the
+// Highway f32 kernel of every compiled target directly, so targets compare in one run.
+// Counter: GFLOP/s (2 m n k).
 // Run: build/gemm_bench --benchmark_filter=...
 #include <benchmark/benchmark.h>
 
@@ -14,6 +16,8 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/cpu/gemm_cpu.h"
 #include "kernels/cpu/isa.h"
 #include "ops/gemm.h"
 #include "ops/linear.h"
@@ -54,6 +58,59 @@ std::vector<float> filled(int64_t count, uint32_t seed) {
 
 enum class Product { kInputGrad, kWeightGrad, kForward, kGemmForward };
 
+struct Operands {
+  std::vector<float> x, w, dy, out;
+  kernels::GemmArgs args{};
+};
+
+Operands operands(Shape shape, Product product) {
+  Operands o;
+  const int64_t m = shape.tokens, n = shape.n, k = shape.k;
+  o.x = filled(m * k, 1);
+  o.w = filled(n * k, 2);
+  o.dy = filled(m * n, 3);
+  o.out.resize(product == Product::kWeightGrad ? n * k
+                                               : (product == Product::kInputGrad ? m * k : m * n));
+  if (product == Product::kInputGrad) {  // dX[m, k] = dY[m, n] W[n, k]
+    o.args = ops::gemm_args(o.dy.data(), false, o.w.data(), o.out.data(), m, k, n, false);
+  } else if (product == Product::kWeightGrad) {  // dW[n, k] = dY^T[n, m] X[m, k]
+    o.args = ops::gemm_args(o.dy.data(), true, o.x.data(), o.out.data(), n, k, m, false);
+  } else if (product == Product::kGemmForward) {  // Y[m, n] = X[m, k] W^T: B(p, j) = w[j k + p]
+    o.args = ops::gemm_args(o.x.data(), false, o.w.data(), o.out.data(), m, n, k, false);
+    o.args.ldb = 1;
+    o.args.b_col_stride = k;
+  }
+  return o;
+}
+
+// The Highway kernel of one target, called directly (f32 products; B read through its strides,
+// where ops::gemm copies a transposed B first), each thread with its own scratch.
+void run_hwy(benchmark::State& state, int64_t target, Shape shape, Product product, int threads) {
+  if (!kernels::cpu::hwy_target_supported(target)) {
+    state.SkipWithError("Highway target not supported on this CPU");
+    return;
+  }
+  ThreadPool pool(threads);
+  Operands o = operands(shape, product);
+  const kernels::GemmArgs& g = o.args;
+  const kernels::cpu::GemmF32Kernel kernel = kernels::cpu::gemm_f32_hwy(target);
+  const auto floats = static_cast<size_t>(kernels::cpu::gemm_f32_hwy_scratch_floats(g));
+  for (auto _ : state) {
+    pool.parallel_for(
+        g.m,
+        [&](int64_t begin, int64_t end) {
+          thread_local std::vector<float> scratch;
+          if (scratch.size() < floats) scratch.resize(floats);
+          kernel(g, begin, end, scratch.data());
+        },
+        kernels::cpu::kGemmRowGrain);
+    benchmark::DoNotOptimize(o.out.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * shape.tokens * shape.n * shape.k * state.iterations() / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+
 void run(benchmark::State& state, Isa isa, Shape shape, Product product, ops::Products products,
          int threads) {
   if (!kernels::isa_supported(isa)) {
@@ -62,19 +119,10 @@ void run(benchmark::State& state, Isa isa, Shape shape, Product product, ops::Pr
   }
   ThreadPool pool(threads);
   const int64_t m = shape.tokens, n = shape.n, k = shape.k;
-  const std::vector<float> x = filled(m * k, 1), w = filled(n * k, 2), dy = filled(m * n, 3);
-  std::vector<float> out(
-      product == Product::kWeightGrad ? n * k : (product == Product::kInputGrad ? m * k : m * n));
-  kernels::GemmArgs args{};
-  if (product == Product::kInputGrad) {  // dX[m, k] = dY[m, n] W[n, k]
-    args = ops::gemm_args(dy.data(), false, w.data(), out.data(), m, k, n, false);
-  } else if (product == Product::kWeightGrad) {  // dW[n, k] = dY^T[n, m] X[m, k]
-    args = ops::gemm_args(dy.data(), true, x.data(), out.data(), n, k, m, false);
-  } else if (product == Product::kGemmForward) {  // Y[m, n] = X[m, k] W^T: B(p, j) = w[j k + p]
-    args = ops::gemm_args(x.data(), false, w.data(), out.data(), m, n, k, false);
-    args.ldb = 1;
-    args.b_col_stride = k;
-  }
+  Operands o = operands(shape, product);
+  const std::vector<float>&x = o.x, &w = o.w;
+  std::vector<float>& out = o.out;
+  const kernels::GemmArgs& args = o.args;
   Tensor wt;
   wt.dtype = DType::kF32;
   wt.shape = {n, k};
@@ -109,6 +157,21 @@ void register_all() {
               run(s, isa, shape, product, products, threads);
             })->Unit(benchmark::kMillisecond);
           }
+        }
+      }
+    }
+  }
+  for (const int64_t target : kernels::cpu::elementwise_hwy_targets()) {
+    for (const Shape& shape : kShapes) {
+      for (const auto& [product, label] : kinds) {
+        if (product == Product::kForward) continue;
+        for (const int threads : {1, 2}) {
+          const std::string name = std::string("gemm/hwy_") +
+                                   kernels::cpu::hwy_target_name(target) + "/" + shape.name + "/" +
+                                   label + "/f32/t" + std::to_string(threads);
+          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) {
+            run_hwy(s, target, shape, product, threads);
+          })->Unit(benchmark::kMillisecond);
         }
       }
     }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/ref/gemm_ref.h"
 #include "ops/platform.h"
@@ -13,37 +14,11 @@
 namespace qs::ops {
 namespace {
 
-// Per-thread packing buffers of the AVX-512 kernel, which only grow (kernels must not allocate).
+// Per-thread packing buffers of the f32 kernel, which only grow (kernels must not allocate).
 std::vector<float>& pack_scratch(size_t count) {
   thread_local std::vector<float> buf;
   if (buf.size() < count) buf.resize(count);
   return buf;
-}
-
-// A transposed operand (A(i, p) = a[p * cs + i], as dW = dY^T X has it) makes the AVX2
-// kernel broadcast from a new cache line at every p; copying it row-major once costs O(m k)
-// against the product's O(m n k) and more than doubles their speed. The copy lives in a
-// per-thread buffer that only grows (kernels must not allocate).
-std::vector<float>& transpose_scratch(size_t count) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < count) buf.resize(count);
-  return buf;
-}
-
-void copy_row_major(const kernels::GemmArgs& g, float* out, ThreadPool* pool) {
-  constexpr int64_t kTile = 32;
-  auto rows = [&](int64_t i_begin, int64_t i_end) {
-    for (int64_t p0 = 0; p0 < g.k; p0 += kTile) {
-      const int64_t p1 = std::min(g.k, p0 + kTile);
-      for (int64_t i = i_begin; i < i_end; ++i)
-        for (int64_t p = p0; p < p1; ++p) out[i * g.k + p] = g.a[p * g.a_col_stride + i];
-    }
-  };
-  if (pool == nullptr || pool->n_threads() == 1 || g.m * g.k < kMinParallelMacs) {
-    rows(0, g.m);
-  } else {
-    pool->parallel_for(g.m, rows, kTile);
-  }
 }
 
 // Per-thread bf16 packing buffers (gemm_bf16_avx512), which only grow.
@@ -139,9 +114,11 @@ Status gemm_with_isa(kernels::Isa isa, const kernels::GemmArgs& g, ThreadPool* p
     return ok_status();
   }
   if (bf16 || g.b_col_stride != 1) {
-    // The f32 kernels read B row-major and take unrounded operands: hand them copies. Both
-    // buffers are the caller's thread's and only grow; the product is O(m n k) against the
-    // copies' O((m + n) k).
+    // The f32 kernels take unrounded operands: hand them rounded copies. A transposed B is
+    // copied row-major too: packing it straight through its strides (gemm_hwy.cc can) was
+    // 12 % faster on the tuner's x W^T shapes but 7 % slower on SmolLM2's gate/up (one thread,
+    // Zen 4, gemm_bench gemm_fwd). Both buffers are the caller's thread's and only grow; the
+    // product is O(m n k) against the copies' O((m + n) k).
     thread_local std::vector<float> a_copy;
     thread_local std::vector<float> b_copy;
     kernels::GemmArgs args = g;
@@ -159,36 +136,33 @@ Status gemm_with_isa(kernels::Isa isa, const kernels::GemmArgs& g, ThreadPool* p
     args.b_col_stride = 1;
     return gemm_with_isa(isa, args, pool, Products::kF32);
   }
-  if (isa == kernels::Isa::kAvx512) {
-    // Packs A through its strides itself; each thread packs into its own scratch.
-    const auto floats = static_cast<size_t>(kernels::cpu::gemm_f32_avx512_scratch_floats(g));
-    auto rows = [&](int64_t begin, int64_t end) {
-      kernels::cpu::gemm_f32_avx512(g, begin, end, pack_scratch(floats).data());
-    };
+  if (isa == kernels::Isa::kRef) {
     if (parallel) {
-      pool->parallel_for(g.m, rows, kernels::cpu::kGemmRowGrain);
+      pool->parallel_for(
+          g.m, [&](int64_t begin, int64_t end) { kernels::ref::gemm_f32(g, begin, end); },
+          kernels::cpu::kGemmRowGrain);
     } else {
-      rows(0, g.m);
+      kernels::ref::gemm_f32(g, 0, g.m);
     }
     return ok_status();
   }
-  void (*kernel)(const kernels::GemmArgs&, int64_t, int64_t) = kernels::ref::gemm_f32;
-  if (isa == kernels::Isa::kAvx2) kernel = kernels::cpu::gemm_f32_avx2;
-  kernels::GemmArgs args = g;
-  if (isa != kernels::Isa::kRef && g.a_col_stride != 1 && g.m > 1 && g.k > 1) {
-    std::vector<float>& buf = transpose_scratch(static_cast<size_t>(g.m * g.k));
-    copy_row_major(g, buf.data(), pool);
-    args.a = buf.data();
-    args.a_row_stride = g.k;
-    args.a_col_stride = 1;
+  // The Highway kernel (gemm_hwy.cc) of the target the per-token ops run for this ISA. It packs
+  // A and B through their strides itself, each thread into its own scratch.
+  static const kernels::cpu::GemmF32Kernel kAvx512Kernel =
+      kernels::cpu::gemm_f32_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kAvx512));
+  static const kernels::cpu::GemmF32Kernel kAvx2Kernel =
+      kernels::cpu::gemm_f32_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kAvx2));
+  const kernels::cpu::GemmF32Kernel kernel =
+      isa == kernels::Isa::kAvx512 ? kAvx512Kernel : kAvx2Kernel;
+  const auto floats = static_cast<size_t>(kernels::cpu::gemm_f32_hwy_scratch_floats(g));
+  auto rows = [&](int64_t begin, int64_t end) {
+    kernel(g, begin, end, pack_scratch(floats).data());
+  };
+  if (parallel) {
+    pool->parallel_for(g.m, rows, kernels::cpu::kGemmRowGrain);
+  } else {
+    rows(0, g.m);
   }
-  if (!parallel) {
-    kernel(args, 0, g.m);
-    return ok_status();
-  }
-  pool->parallel_for(
-      g.m, [&](int64_t begin, int64_t end) { kernel(args, begin, end); },
-      kernels::cpu::kGemmRowGrain);
   return ok_status();
 }
 

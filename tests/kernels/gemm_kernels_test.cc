@@ -1,16 +1,20 @@
 // Kernel consistency tests for ops::gemm (the GEMM of backpropagation): every ISA this CPU has
 // x f32 and bf16 products x awkward shapes x transposed A and B x accumulate x strided operands
-// x 1 and 2 threads, against the scalar oracles kernels::ref::gemm_f32 / gemm_bf16.
+// x 1 and 2 threads, against the scalar oracles kernels::ref::gemm_f32 / gemm_bf16; and the
+// Highway f32 kernel on every target it is compiled for.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <iostream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "../common/isa_skip.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/cpu/gemm_cpu.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/ref/gemm_ref.h"
 #include "ops/gemm.h"
@@ -39,8 +43,10 @@ float as_bf16(float f) {
   return bf16_to_f32(f32_to_bf16(f));
 }
 
+// Runs ops::gemm_with_isa(isa), or with hwy_target != 0 the Highway kernel of that target
+// directly, each thread with its own scratch.
 void check(Isa isa, ops::Products products, const Case& c, bool transposed, bool b_transposed,
-           bool accumulate, int64_t pad, int threads) {
+           bool accumulate, int64_t pad, int threads, int64_t hwy_target = 0) {
   std::mt19937 rng(static_cast<uint32_t>(c.m * 31 + c.n * 7 + c.k + transposed + 2 * accumulate +
                                          4 * b_transposed));
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -73,7 +79,21 @@ void check(Isa isa, ops::Products products, const Case& c, bool transposed, bool
   (bf16 ? kernels::ref::gemm_bf16 : kernels::ref::gemm_f32)(g, 0, c.m);
   g.c = got.data();
   ThreadPool pool(threads);
-  ASSERT_TRUE(ops::gemm_with_isa(isa, g, &pool, products).ok());
+  if (hwy_target != 0) {
+    const auto floats = static_cast<size_t>(kernels::cpu::gemm_f32_hwy_scratch_floats(g));
+    const kernels::cpu::GemmF32Kernel kernel = kernels::cpu::gemm_f32_hwy(hwy_target);
+    pool.parallel_for(
+        c.m,
+        [&](int64_t begin, int64_t end) {
+          std::vector<float> scratch(floats);
+          kernel(g, begin, end, scratch.data());
+        },
+        kernels::cpu::kGemmRowGrain);
+  } else {
+    ASSERT_TRUE(ops::gemm_with_isa(isa, g, &pool, products).ok());
+  }
+  const std::string who =
+      hwy_target != 0 ? kernels::cpu::hwy_target_name(hwy_target) : kernels::isa_name(isa);
   for (int64_t i = 0; i < c.m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
       const size_t e = i * ldc + j;
@@ -88,10 +108,9 @@ void check(Isa isa, ops::Products products, const Case& c, bool transposed, bool
         mag += bf16 ? std::abs(as_bf16(av) * as_bf16(bv)) : std::abs(av * bv);
       }
       ASSERT_NEAR(got[e], want[e], kRelTolerance * (mag + 1e-30) + 1e-30)
-          << kernels::isa_name(isa) << " " << ops::products_name(products) << " m=" << c.m
-          << " n=" << c.n << " k=" << c.k << " transposed=" << transposed
-          << " b_transposed=" << b_transposed << " accumulate=" << accumulate << " at " << i << ","
-          << j;
+          << who << " " << ops::products_name(products) << " m=" << c.m << " n=" << c.n
+          << " k=" << c.k << " transposed=" << transposed << " b_transposed=" << b_transposed
+          << " accumulate=" << accumulate << " at " << i << "," << j;
     }
   }
 }
@@ -110,6 +129,36 @@ TEST(GemmKernels, EveryIsaMatchesReference) {
   for (const Isa isa : testing_util::runnable_isas({Isa::kRef, Isa::kAvx2, Isa::kAvx512}))
     check_all(isa, ops::Products::kF32);
 }
+
+// The Highway kernel on every target gemm_hwy.cc is compiled for, called directly (ops::gemm
+// runs one target per ISA); a target this CPU lacks skips by name. Fewer shapes than above
+// (ragged rows and columns, k across a slice, a thread's rows starting inside a row block): the
+// oracle check is slow under sanitizers.
+class GemmHwyTest : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override {
+    if (!kernels::cpu::hwy_target_supported(GetParam()))
+      GTEST_SKIP() << "this CPU lacks Highway's " << kernels::cpu::hwy_target_name(GetParam());
+  }
+};
+
+TEST_P(GemmHwyTest, MatchesReference) {
+  const Case kHwyCases[] = {{1, 1, 1},    {5, 33, 7},     {3, 100, 0},    {7, 15, 257},
+                            {13, 65, 40}, {205, 64, 300}, {397, 70, 520}, {24, 1, 777}};
+  for (const Case& c : kHwyCases)
+    for (const bool transposed : {false, true})
+      for (const bool b_transposed : {false, true})
+        for (const bool accumulate : {false, true})
+          for (const int threads : {1, 2})
+            check(Isa::kRef, ops::Products::kF32, c, transposed, b_transposed, accumulate,
+                  int64_t{3}, threads, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, GemmHwyTest,
+                         ::testing::ValuesIn(kernels::cpu::elementwise_hwy_targets()),
+                         [](const ::testing::TestParamInfo<int64_t>& p) {
+                           return std::string(kernels::cpu::hwy_target_name(p.param));
+                         });
 
 // The AVX-512 row runs vdpbf16ps where the CPU has AVX512-BF16 and the rounded copies through
 // the f32 kernel otherwise (said below); AVX2 always takes the copies.

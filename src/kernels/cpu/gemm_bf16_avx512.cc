@@ -2,12 +2,12 @@
 // accumulation, through AVX512-BF16's vdpbf16ps: what torch computes for a matmul under bf16
 // autocast (the auto-round tool's CPU default), at twice the f32 FMA rate on Zen 4 (234 against
 // 117 G multiply-adds/s a core, build/bench/peak_bench).
-// Blocked as gemm_avx512.cc is, with the operands rounded to bf16 (nearest even) while they are
-// packed and laid out in the pairs along k that vdpbf16ps multiplies: a dword of B's panel holds
-// B(p, j) and B(p + 1, j), a dword of A's sliver A(i, p) and A(i, p + 1), an odd k padded with a
-// zero. One 512-deep slice of B's panel is 32 KiB (L1); a row block of A, 192 x 512, 192 KiB
-// (L2). Packing reads both operands through both strides, so x * W^T and dY^T * X need no copy.
-// GCC 12 reports the _mm512_undefined_* inside its own cast intrinsics as uninitialized.
+// Blocked as the f32 kernel (gemm_hwy.cc) is, with the operands rounded to bf16 (nearest even)
+// while they are packed and laid out in the pairs along k that vdpbf16ps multiplies: a dword of B's
+// panel holds B(p, j) and B(p + 1, j), a dword of A's sliver A(i, p) and A(i, p + 1), an odd k
+// padded with a zero. One 512-deep slice of B's panel is 32 KiB (L1); a row block of A, 192 x 512,
+// 192 KiB (L2). Packing reads both operands through both strides, so x * W^T and dY^T * X need no
+// copy. GCC 12 reports the _mm512_undefined_* inside its own cast intrinsics as uninitialized.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -151,7 +151,7 @@ __m512bh as_bh(__m512i v) {
   return reinterpret_cast<__m512bh>(v);
 }
 
-// C[rows x cols tile] (+)= sliver * panel over `steps` pair steps; as gemm_avx512.cc's. kRowsApart:
+// C[rows x cols tile] (+)= sliver * panel over `steps` pair steps; as gemm_hwy.cc's. kRowsApart:
 // the sliver's layout (pack_a).
 template <bool kRowsApart>
 void micro_kernel(const uint32_t* sliver, const uint32_t* panel, int64_t steps, float* c,

@@ -1,11 +1,9 @@
-// kernels/cpu: SIMD f32 GEMM C[m, n] (+)= A[m, k] * B[k, n] (kernels/gemm_args.h), one file per
-// ISA (gemm_avx2.cc, gemm_avx512.cc). Register tiles of MR rows x two vectors of columns over
-// B packed into panels that stay in L1.
-// - AVX-512 blocks for every cache level (gemm_avx512.cc): A is packed too, a row block at a
-//   time, through its strides, so any A layout runs at the same speed. It needs the caller's
-//   scratch, gemm_f32_avx512_scratch_floats(g) floats per thread.
-// - AVX2 broadcasts A(i, p) straight from A, so a transposed A (column stride != 1) is slow
-//   there: ops::gemm copies it row-major first.
+// kernels/cpu: SIMD GEMMs C[m, n] (+)= A[m, k] * B[k, n] (kernels/gemm_args.h).
+// - f32: one Highway source for every target (gemm_hwy.cc), blocked for every cache level
+//   (GotoBLAS/BLIS): B packed into panels of two vectors of columns per 256-deep k slice, A per
+//   192-row block, both through their strides, so any operand layout runs at the same speed;
+//   register tiles of 12 (AVX-512) or 6 rows x two vectors. It needs the caller's scratch,
+//   gemm_f32_hwy_scratch_floats(g) floats per thread.
 // Trusts its arguments like every kernel.
 #pragma once
 
@@ -18,9 +16,12 @@ namespace qs::kernels::cpu {
 // Rows handed to one thread should be multiples of this (both register tile heights divide it).
 constexpr int64_t kGemmRowGrain = 12;
 
-int64_t gemm_f32_avx512_scratch_floats(const GemmArgs& g);
-void gemm_f32_avx512(const GemmArgs& g, int64_t i_begin, int64_t i_end, float* scratch);
-void gemm_f32_avx2(const GemmArgs& g, int64_t i_begin, int64_t i_end);
+// The f32 kernel compiled for each target of elementwise_cpu.h's elementwise_hwy_targets();
+// ops::gemm runs the one elementwise_hwy_target(isa) names. The scratch fits every target.
+using GemmF32Kernel = void (*)(const GemmArgs& g, int64_t i_begin, int64_t i_end, float* scratch);
+int64_t gemm_f32_hwy_scratch_floats(const GemmArgs& g);
+// The kernel compiled for `target` (a Highway target bit); the caller checks the CPU has it.
+GemmF32Kernel gemm_f32_hwy(int64_t target);
 
 // bf16 products (gemm_bf16_avx512.cc): C (+)= bf16(A) * bf16(B), f32 accumulation, through
 // vdpbf16ps; reads both operands through both strides. Needs gemm_bf16_avx512_supported()
