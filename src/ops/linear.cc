@@ -164,9 +164,13 @@ Job bf16act_job(kernels::Isa isa, const QuantMatrix& q, const kernels::Bf16ActsV
   job.macs = a.m * w->n * w->k;
   job.grain = 16;  // whole panels, and no two threads on one line of y
   const kernels::QPanelsView* panels = q.panels();
-  if (bf16act_simd(isa) && panels != nullptr && a.gscale == nullptr) {
+  if (panels != nullptr && bf16act_simd(isa)) {
     job.run = [=](int64_t b, int64_t e) {
       kernels::cpu::qlinear_bf16panels_avx512(*panels, a, bias, b, e, y);
+    };
+  } else if (panels != nullptr) {
+    job.run = [=](int64_t b, int64_t e) {
+      kernels::ref::qlinear_bf16panels(*panels, a, bias, b, e, y);
     };
   } else if (bf16act_simd(isa)) {
     job.run = [=](int64_t b, int64_t e) {
@@ -360,9 +364,9 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Linear
     return ok_status();
   }
   const QuantMatrix& q = *w.quant;
-  // Declared activations (W8A8) decide for themselves; weight-only schemes follow the
-  // process-wide precision.
-  if (q.needs_bf16_kernels() ||
+  // Declared activations (W8A8) decide for themselves; weights made with exact panels run
+  // them; other weight-only schemes follow the process-wide precision.
+  if (q.needs_bf16_kernels() || q.panels() != nullptr ||
       (!q.act().quantized() && activation_precision() == ActivationPrecision::kBf16)) {
     run_job(bf16act_job(isa, q, prepare_bf16act(isa, q, x, m), bias, y), pool);
     return ok_status();
@@ -407,7 +411,10 @@ Status linear_grouped(const float* x, std::span<const GroupedOut> outs, ThreadPo
       return t.rank() == 2 && t.dim(1) > 0;
     }
     if (q->act().quantized() || q->needs_bf16_kernels()) return false;
-    if (!int8_acts && (q->panels() == nullptr || !bf16act_simd(isa))) return false;
+    // A group shares one kind of activations: bf16 ones only for weights on panels (which
+    // run nothing else), int8 ones only for weights without.
+    if (int8_acts == (q->panels() != nullptr)) return false;
+    if (!int8_acts && !bf16act_simd(isa)) return false;
     if (first_packed == nullptr) first_packed = q;
     return same_acts_layout(first_packed->view(), q->view());
   };

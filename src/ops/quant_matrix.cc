@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/dtype.h"
 #include "kernels/cpu/isa.h"
@@ -171,6 +172,26 @@ Result<std::shared_ptr<const QuantMatrix>> QuantMatrix::make(const formats::Quan
     }
     q->panels_bytes_ = pbytes;
     q->panels_ = kernels::qpanels_pack(q->view_, q->panels_storage_.get());
+    // The per-column layout goes: the panels hold the codes, scales and zero terms, and this
+    // weight runs the exact kernels from now on whatever the precision later says. Only an
+    // act-order permutation stays (the activations are gathered by it).
+    std::shared_ptr<uint8_t[]> kept;
+    size_t kept_bytes = 0;
+    if (q->view_.perm != nullptr) {
+      kept_bytes = kernels::qalign_up(static_cast<size_t>(q->view_.k) * sizeof(int32_t));
+      kept = alloc_resident(kept_bytes);
+      if (kept == nullptr) {
+        return internal_error("quantized weight: cannot allocate " + std::to_string(kept_bytes) +
+                              " bytes");
+      }
+      std::memcpy(kept.get(), q->view_.perm, static_cast<size_t>(q->view_.k) * sizeof(int32_t));
+      q->view_.perm = reinterpret_cast<const int32_t*>(kept.get());
+    }
+    q->view_.codes = nullptr;
+    q->view_.scales = nullptr;
+    q->view_.zero_terms = nullptr;
+    q->storage_ = std::move(kept);
+    q->storage_bytes_ = kept_bytes;
   }
   return std::shared_ptr<const QuantMatrix>(std::move(q));
 }

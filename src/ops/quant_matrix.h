@@ -35,9 +35,11 @@ class QuantMatrix {
   // true: int kernels on view(); false: dense fallback().
   bool packed() const { return fallback_.empty(); }
   const kernels::QMatrixView& view() const { return view_; }
-  // The codes again as panels for the exact kernels (kernels/qpanels.h), or nullptr: made at
-  // load when weight-only int4 codes will run with bf16 activations on a CPU with
-  // AVX512-BF16 (ActivationPrecision kBf16 at make()).
+  // The codes as panels for the exact kernels (kernels/qpanels.h), or nullptr: made at load
+  // when weight-only int4 codes will run with bf16 activations on a CPU with AVX512-BF16
+  // (ActivationPrecision kBf16 at make(); QS_EXACT_PANELS=0 turns them off). Such a weight keeps
+  // only the panels (view() keeps its shape, groups and act-order perm; codes, scales and zero
+  // terms are null) and always runs the exact kernels.
   const kernels::QPanelsView* panels() const { return panels_storage_ ? &panels_ : nullptr; }
   const Tensor& fallback() const { return fallback_; }
   const formats::ActScheme& act() const { return scheme_.act; }

@@ -155,9 +155,8 @@ TEST_P(Bf16Act, PanelsMatchOracle) {
       ASSERT_EQ(kernels::qpanels_code(p, j, stored), qw.codes[j * s.k + c]) << j << ", " << c;
     }
   }
-  if (!kernels::cpu::bf16act_supported()) {
-    GTEST_SKIP() << "this CPU lacks AVX512-BF16/VBMI: the panel kernel does not run here";
-  }
+  const bool simd = kernels::cpu::bf16act_supported();
+  if (!simd) testing_util::note_isa_skip("avx512_bf16 (the panel kernel; its scalar twin runs)");
   for (int64_t m : {1, 2, 3, 4, 5, 8, 11}) {
     const std::vector<float> x = random_x(m, s.k, 21 + static_cast<uint32_t>(m));
     Buffer abuf = aligned_buffer(kernels::bf16_acts_bytes(w, m));
@@ -167,9 +166,16 @@ TEST_P(Bf16Act, PanelsMatchOracle) {
     std::vector<float> oracle(m * s.n), panels(m * s.n, NAN);
     kernels::ref::qlinear_bf16act(w, a, bias.data(), 0, s.n, oracle.data());
     const int64_t split = std::min(s.n, kernels::kPanelCols);
+    const float tol = 1e-5f * std::max(1.0f, max_abs(oracle));
+    // The scalar twin (what runs panels without AVX512-BF16), then the SIMD kernel.
+    kernels::ref::qlinear_bf16panels(p, a, bias.data(), 0, s.n, panels.data());
+    for (size_t t = 0; t < panels.size(); ++t) {
+      ASSERT_NEAR(panels[t], oracle[t], tol) << "scalar, m=" << m << " at " << t;
+    }
+    if (!simd) continue;
+    std::fill(panels.begin(), panels.end(), NAN);
     kernels::cpu::qlinear_bf16panels_avx512(p, a, bias.data(), 0, split, panels.data());
     kernels::cpu::qlinear_bf16panels_avx512(p, a, bias.data(), split, s.n, panels.data());
-    const float tol = 1e-5f * std::max(1.0f, max_abs(oracle));
     for (size_t t = 0; t < panels.size(); ++t) {
       ASSERT_NEAR(panels[t], oracle[t], tol) << "m=" << m << " at " << t;
     }
@@ -227,6 +233,53 @@ TEST(Bf16Act, OpsLinearFollowsTheSetting) {
   EXPECT_LT(err_bf16, 0.5 * err_int8) << err_bf16 << " vs " << err_int8;
   EXPECT_EQ(ops::parse_activation_precision("bf16"), ops::ActivationPrecision::kBf16);
   EXPECT_FALSE(ops::parse_activation_precision("fp8").has_value());
+}
+
+// A weight made while the precision is bf16 keeps its codes as panels only (view().codes
+// null, about half the bytes of keeping both) and runs the exact kernels from then on: with the
+// precision switched back to int8, and with the ISA forced to the scalar kernels, it gives the
+// numbers it gave before (the scalar twin within float rounding).
+TEST(Bf16Act, PanelWeightsKeepOneLayoutAndStayExact) {
+  if (!kernels::cpu::bf16act_supported()) {
+    GTEST_SKIP() << "this CPU lacks AVX512-BF16/VBMI: weights get no panels here";
+  }
+  const Spec s{72, 256, 4, 64, true, false};
+  const QuantizedWeight qw = random_weight(s, 13);
+  formats::QuantScheme scheme;
+  scheme.layout = formats::Layout::kGptq;
+  scheme.bits = qw.bits;
+  scheme.group_size = qw.group_size;
+  scheme.sym = false;
+  const ops::ActivationPrecision before = ops::activation_precision();
+  ops::set_activation_precision(ops::ActivationPrecision::kInt8);
+  auto plain = ops::QuantMatrix::make(scheme, qw);
+  ops::set_activation_precision(ops::ActivationPrecision::kBf16);
+  auto with_panels = ops::QuantMatrix::make(scheme, qw);
+  ASSERT_TRUE(plain.ok() && with_panels.ok());
+  ASSERT_EQ((*plain)->panels(), nullptr);
+  ASSERT_NE((*with_panels)->panels(), nullptr);
+  EXPECT_EQ((*with_panels)->view().codes, nullptr);
+  EXPECT_LT((*with_panels)->resident_bytes(), 1.25 * (*plain)->resident_bytes());
+  EXPECT_NE((*with_panels)->kernel().find("panels"), std::string::npos);
+  const int64_t m = 3;
+  const std::vector<float> x = random_x(m, s.k, 17);
+  ThreadPool pool(2);
+  const ops::LinearWeight lw_plain(*plain), lw_panels(*with_panels);
+  std::vector<float> exact(m * s.n), panels_bf16(m * s.n), panels_int8(m * s.n), scalar(m * s.n);
+  ASSERT_TRUE(ops::linear(x.data(), m, lw_plain, nullptr, exact.data(), pool).ok());
+  ASSERT_TRUE(ops::linear(x.data(), m, lw_panels, nullptr, panels_bf16.data(), pool).ok());
+  ops::set_activation_precision(ops::ActivationPrecision::kInt8);
+  ASSERT_TRUE(ops::linear(x.data(), m, lw_panels, nullptr, panels_int8.data(), pool).ok());
+  ASSERT_TRUE(
+      ops::linear_with_isa(kernels::Isa::kRef, x.data(), m, lw_panels, nullptr, scalar.data(), pool)
+          .ok());
+  ops::set_activation_precision(before);
+  EXPECT_EQ(panels_bf16, panels_int8);
+  const float tol = 1e-5f * std::max(1.0f, max_abs(exact));
+  for (size_t t = 0; t < exact.size(); ++t) {
+    ASSERT_NEAR(panels_bf16[t], exact[t], tol) << t;
+    ASSERT_NEAR(scalar[t], exact[t], tol) << t;
+  }
 }
 
 // The AVX-512 rounding of declared W8A8 activations writes the scalar version's bytes, group

@@ -179,6 +179,29 @@ Bf16ActsView prepare_declared_bf16_acts(const QMatrixView& w, const ActQuant& ac
 
 namespace ref {
 
+void qlinear_bf16panels(const QPanelsView& w, const Bf16ActsView& a, const float* bias,
+                        int64_t n_begin, int64_t n_end, float* y) {
+  for (int64_t i = 0; i < a.m; ++i) {
+    const uint16_t* x = a.x + i * a.k_pad;
+    for (int64_t j = n_begin; j < n_end; ++j) {
+      float total = 0.0f;
+      for (int64_t g = 0; g < w.n_groups; ++g) {
+        const size_t at =
+            static_cast<size_t>(((j / kPanelCols) * w.n_groups + g) * kPanelCols + j % kPanelCols);
+        float acc = 0.0f;
+        const int64_t c_end = std::min(w.k_pad, (g + 1) * w.group_size);
+        for (int64_t c = g * w.group_size; c < c_end; ++c) {
+          const float u = static_cast<float>(qpanels_code(w, j, c));
+          acc += (w.zero_terms != nullptr ? u : u - w.uniform_zero) * bf16_to_f32(x[c]);
+        }
+        total += w.scales[at] * acc;
+        if (w.zero_terms != nullptr) total += w.zero_terms[at] * a.gsum[i * a.n_groups + g];
+      }
+      y[i * w.n + j] = total + (bias != nullptr ? bias[j] : 0.0f);
+    }
+  }
+}
+
 void qlinear_bf16act(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
                      int64_t n_begin, int64_t n_end, float* y) {
   for (int64_t i = 0; i < a.m; ++i) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/qmatrix.h"
+#include "kernels/qpanels.h"
 
 namespace qs::kernels {
 
@@ -72,6 +73,11 @@ namespace ref {
 // y[i, j] (+ bias[j] when not null) for j in [n_begin, n_end).
 void qlinear_bf16act(const QMatrixView& w, const Bf16ActsView& a, const float* bias,
                      int64_t n_begin, int64_t n_end, float* y);
+// The same on resident panels (kernels/qpanels.h), whose weights keep no per-column codes:
+// what runs them where the AVX512-BF16 kernel cannot (QS_KERNEL=ref, tests naming an ISA).
+// Activations without declared scales (a.gscale null).
+void qlinear_bf16panels(const QPanelsView& w, const Bf16ActsView& a, const float* bias,
+                        int64_t n_begin, int64_t n_end, float* y);
 }  // namespace ref
 
 }  // namespace qs::kernels
