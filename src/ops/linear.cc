@@ -414,7 +414,6 @@ Status linear_grouped(const float* x, std::span<const GroupedOut> outs, ThreadPo
     // A group shares one kind of activations: bf16 ones only for weights on panels (which
     // run nothing else), int8 ones only for weights without.
     if (int8_acts == (q->panels() != nullptr)) return false;
-    if (!int8_acts && !bf16act_simd(isa)) return false;
     if (first_packed == nullptr) first_packed = q;
     return same_acts_layout(first_packed->view(), q->view());
   };

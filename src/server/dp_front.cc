@@ -255,14 +255,7 @@ void DpFront::install_routes() {
 }
 
 Result<int> DpFront::bind() {
-  const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
-                   : http_->bind_to_port(options_.host, options_.port) ? options_.port
-                                                                       : -1;
-  if (port <= 0) {
-    return io_error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
-                    " (address in use, or not an address of this machine)");
-  }
-  return port;
+  return bind_listener(*http_, options_.host, options_.port);
 }
 
 Status DpFront::serve() {

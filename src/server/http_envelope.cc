@@ -53,4 +53,13 @@ void install_error_envelope_and_access_log(httplib::Server& s) {
   });
 }
 
+Result<int> bind_listener(httplib::Server& s, const std::string& host, int port) {
+  const int bound = port == 0 ? s.bind_to_any_port(host) : s.bind_to_port(host, port) ? port : -1;
+  if (bound <= 0) {
+    return io_error("cannot listen on " + host + ":" + std::to_string(port) +
+                    " (address in use, or not an address of this machine)");
+  }
+  return bound;
+}
+
 }  // namespace qs::server
