@@ -106,6 +106,8 @@ class LLM:
     gpu_memory_utilization (a fraction of the memory available after loading) says otherwise.
     lm_head_dtype: "auto" (the head as stored) or "int8" (a 16-bit lm_head rounded to int8 per
     row at load, as llama.cpp stores a tied output matrix; the CLI's --lm-head-dtype).
+    device: "auto" (the first GPU where the build has the CUDA backend and the machine a GPU,
+    else the CPU), "cpu", "cuda" or "cuda:N" (the CLI's --device).
     """
 
     def __init__(
@@ -125,6 +127,7 @@ class LLM:
         gpu_memory_utilization: Optional[float] = None,
         kv_cache_memory_bytes: Optional[int] = None,
         lm_head_dtype: str = "auto",
+        device: str = "auto",
         **kwargs: Any,
     ):
         for name, value in kwargs.items():
@@ -153,6 +156,7 @@ class LLM:
             kv_cache_memory_bytes=kv_cache_memory_bytes,
             memory_fraction=gpu_memory_utilization,
             lm_head_dtype=lm_head_dtype,
+            device=device,
         )
         self.model = model
         self._rng = random.Random(seed) if seed is not None else None

@@ -5,6 +5,7 @@
 #include "engine/kv_cache.h"
 #include "engine/memory_budget.h"
 #include "io/hf_cache.h"
+#include "ops/backend.h"
 #include "server/chat_content.h"
 
 namespace qs::py {
@@ -24,6 +25,9 @@ Result<std::unique_ptr<LlmCore>> LlmCore::load(const LlmOptions& o) {
   models::LoadOptions load;
   load.quantization = o.quantization;
   load.lm_head_dtype = o.lm_head_dtype;
+  auto device = ops::resolve_device(o.device);
+  if (!device.ok()) return device.status().with_context("device");
+  load.device = *device;
   QS_ASSIGN_OR_RETURN(core->model_, models::Model::load(core->dir_, load));
   QS_ASSIGN_OR_RETURN(core->tokenizer_, tok::load_tokenizer(core->dir_));
   QS_ASSIGN_OR_RETURN(core->gen_, io::read_generation_config(core->dir_));

@@ -32,6 +32,7 @@ struct LlmOptions {
   std::string quantization;  // empty: detect (vLLM's quantization=None)
   std::string kv_cache_dtype = "auto";
   std::string lm_head_dtype = "auto";  // "int8": a 16-bit lm_head made int8 per row at load
+  std::string device = "auto";         // cpu, cuda, cuda:N, auto (ops::resolve_device)
   int64_t max_model_len = 0;           // 0: the model's max_position_embeddings
   int64_t max_num_seqs = 256;
   int64_t max_num_batched_tokens = 0;  // 0: the engine's default

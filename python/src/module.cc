@@ -102,7 +102,7 @@ void bind_core(nb::module_& m) {
              const std::string& kv_cache_dtype, int64_t max_model_len, int64_t max_num_seqs,
              int64_t max_num_batched_tokens, bool enable_prefix_caching, int threads,
              std::optional<int64_t> kv_cache_memory_bytes, std::optional<double> memory_fraction,
-             const std::string& lm_head_dtype) {
+             const std::string& lm_head_dtype, const std::string& device) {
             LlmOptions o;
             o.model = model;
             o.revision = revision;
@@ -116,11 +116,13 @@ void bind_core(nb::module_& m) {
             o.kv_cache_memory_bytes = kv_cache_memory_bytes;
             o.memory_fraction = memory_fraction;
             o.lm_head_dtype = lm_head_dtype;
+            o.device = device;
             return load_core(o);
           },
           "model"_a, "revision"_a, "quantization"_a, "kv_cache_dtype"_a, "max_model_len"_a,
           "max_num_seqs"_a, "max_num_batched_tokens"_a, "enable_prefix_caching"_a, "threads"_a,
-          "kv_cache_memory_bytes"_a.none(), "memory_fraction"_a.none(), "lm_head_dtype"_a = "auto")
+          "kv_cache_memory_bytes"_a.none(), "memory_fraction"_a.none(), "lm_head_dtype"_a = "auto",
+          "device"_a = "auto")
       .def(
           "add_request",
           [](LlmCore& core, const std::string& id, std::vector<int32_t> prompt_ids,

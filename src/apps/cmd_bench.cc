@@ -95,8 +95,9 @@ Status bench_latency(const Flags& flags) {
 
   const double t_load = now_seconds();
   QS_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> tp, tensor_parallel_group(flags));
+  QS_ASSIGN_OR_RETURN(const models::LoadOptions load, load_options_from_flags(flags));
   QS_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model,
-                      load_tensor_parallel_model(dir, load_options_from_flags(flags), tp));
+                      load_tensor_parallel_model(dir, load, tp));
   if (tp != nullptr && tp->rank() != 0) {
     // Each rank runs with the most threads the list names (give one count per run for a
     // clean comparison).

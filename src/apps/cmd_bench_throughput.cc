@@ -69,7 +69,8 @@ Status run(const Flags& flags) {
   std::string tokenizer_id;
   QS_ASSIGN_OR_RETURN(auto tokenizer, load_bench_tokenizer(flags, {dir}, &tokenizer_id));
   QS_ASSIGN_OR_RETURN(std::vector<bench::SampleRequest> samples, load_dataset(flags, *tokenizer));
-  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
+  QS_ASSIGN_OR_RETURN(const models::LoadOptions load, load_options_from_flags(flags));
+  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load));
   QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));
 
   std::vector<engine::EngineRequest> requests;

@@ -115,7 +115,8 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(int threads, thread_count(flags));
   QS_ASSIGN_OR_RETURN(nlohmann::ordered_json template_kwargs, parse_template_kwargs(flags));
 
-  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
+  QS_ASSIGN_OR_RETURN(const models::LoadOptions load, load_options_from_flags(flags));
+  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load));
   QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(dir));
   QS_ASSIGN_OR_RETURN(io::GenerationConfig gen, io::read_generation_config(dir));
   QS_ASSIGN_OR_RETURN(tok::ChatTemplate chat_template, tok::ChatTemplate::from_model_dir(dir));

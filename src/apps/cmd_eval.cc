@@ -47,7 +47,7 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(req.max_tokens, flags.get_int("max-tokens"));
   QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
   req.threads = static_cast<int>(threads);
-  req.load = load_options_from_flags(flags);
+  QS_ASSIGN_OR_RETURN(req.load, load_options_from_flags(flags));
   QS_ASSIGN_OR_RETURN(req.kv_cache_dtype, kv_cache_dtype_from_flags(flags));
   QS_ASSIGN_OR_RETURN(req.reference_kv_cache_dtype,
                       engine::parse_kv_cache_dtype(flags.get("reference-kv-cache-dtype")));

@@ -138,8 +138,8 @@ Status run(const Flags& flags) {
 
   const auto load_start = std::chrono::steady_clock::now();
   QS_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> tp, tensor_parallel_group(flags));
-  QS_ASSIGN_OR_RETURN(auto model,
-                      load_tensor_parallel_model(dir, load_options_from_flags(flags), tp));
+  QS_ASSIGN_OR_RETURN(const models::LoadOptions load, load_options_from_flags(flags));
+  QS_ASSIGN_OR_RETURN(auto model, load_tensor_parallel_model(dir, load, tp));
   if (tp != nullptr && tp->rank() != 0) return run_worker_rank(*model, threads);
   WorkerRelease release_workers(tp.get());
   QS_ASSIGN_OR_RETURN(auto tokenizer, tok::load_tokenizer(dir));

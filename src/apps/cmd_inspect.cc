@@ -31,7 +31,8 @@ namespace {
 // Loads the model as `generate` would and describes each of its matmuls.
 Status add_loaded_linears(const std::string& dir, const Flags& flags,
                           io::CheckpointSummary* summary) {
-  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load_options_from_flags(flags)));
+  QS_ASSIGN_OR_RETURN(const models::LoadOptions load, load_options_from_flags(flags));
+  QS_ASSIGN_OR_RETURN(auto model, models::Model::load(dir, load));
   QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(dir));
   const std::vector<std::string> names = ckpt.names();  // sorted
   std::vector<io::LinearReport> reports;

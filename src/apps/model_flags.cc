@@ -3,6 +3,7 @@
 
 #include "engine/kv_cache.h"
 #include "io/hf_cache.h"
+#include "ops/backend.h"
 
 namespace qs::apps {
 
@@ -14,6 +15,10 @@ void add_model_flags(Flags& flags) {
             "auto (lm_head as stored) or int8: a 16-bit lm_head is made int8 per row at load, "
             "as llama.cpp stores a tied output matrix (half the bytes per decode step); a "
             "quantized one is left as it is",
+            false, "auto");
+  flags.add("device",
+            "where the model runs: auto (the first GPU where this build has the CUDA backend and "
+            "the machine a GPU, else the CPU), cpu, cuda or cuda:N",
             false, "auto");
   add_revision_flag(flags);
 }
@@ -28,10 +33,13 @@ Result<std::string> resolve_model_flag(const Flags& flags, const std::string& na
   return io::resolve_model_dir(name, flags.get("revision"));
 }
 
-models::LoadOptions load_options_from_flags(const Flags& flags) {
+Result<models::LoadOptions> load_options_from_flags(const Flags& flags) {
   models::LoadOptions options;
   options.quantization = flags.get("quantization");
   options.lm_head_dtype = flags.get("lm-head-dtype");
+  auto device = ops::resolve_device(flags.get("device"));
+  if (!device.ok()) return device.status().with_context("--device");
+  options.device = *device;
   return options;
 }
 

@@ -94,8 +94,8 @@ Status run_worker_command(const Flags& flags) {
         "beside rank 0's `quantserve serve` (or run serve on every rank)");
   }
   QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
-  QS_ASSIGN_OR_RETURN(auto model,
-                      load_tensor_parallel_model(dir, load_options_from_flags(flags), group));
+  QS_ASSIGN_OR_RETURN(const models::LoadOptions load, load_options_from_flags(flags));
+  QS_ASSIGN_OR_RETURN(auto model, load_tensor_parallel_model(dir, load, group));
   return run_worker_rank(*model, static_cast<int>(std::max<int64_t>(threads, 1)));
 }
 

@@ -15,6 +15,25 @@ int64_t Tensor::numel() const {
   return n;
 }
 
+bool Tensor::is_contiguous() const {
+  if (strides.empty()) return true;
+  int64_t expect = 1;
+  for (int i = rank() - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+
+int64_t Tensor::stride(int i) const {
+  const int d = i < 0 ? rank() + i : i;
+  QS_CHECK(d >= 0 && d < rank());
+  if (!strides.empty()) return strides[d];
+  int64_t s = 1;
+  for (int j = rank() - 1; j > d; --j) s *= shape[j];
+  return s;
+}
+
 Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
   Tensor t;
   t.dtype = dtype;
@@ -60,6 +79,7 @@ Tensor Tensor::from_f32(DType dtype, std::vector<int64_t> shape, const std::vect
 }
 
 std::vector<float> Tensor::to_f32() const {
+  QS_CHECK_MSG(is_cpu() && is_contiguous(), "to_f32 reads contiguous host tensors only");
   std::vector<float> out(static_cast<size_t>(numel()));
   for (int64_t i = 0; i < numel(); ++i) out[i] = load_as_f32(dtype, data, i);
   return out;

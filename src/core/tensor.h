@@ -1,6 +1,9 @@
 // core: Tensor, a typed n-d view over bytes that someone else owns (an mmapped checkpoint,
-// an arena, a std::vector). `owner` keeps that storage alive; copying a Tensor is cheap and
-// shares it. Shapes are row-major, outermost first, as in PyTorch and safetensors.
+// an arena, a std::vector, a backend's device memory). `owner` keeps that storage alive;
+// copying a Tensor is cheap and shares it. Shapes are row-major, outermost first, as in
+// PyTorch and safetensors; `strides` are set only on views that are not contiguous (a slice of
+// columns), and `device` says who may dereference `data` (core/device.h: host code only when
+// it is the CPU).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +12,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/device.h"
 #include "core/dtype.h"
 
 namespace qs {
@@ -23,12 +27,20 @@ struct Tensor {
   // null for views into a mapping. Reach it through mutable_ptr().
   void* writable_data = nullptr;
   std::shared_ptr<const void> owner;  // keeps `data` alive; may be null for borrowed views
+  Device device = kCpuDevice;
+  // Elements between neighbours along each dimension; empty means contiguous row-major.
+  std::vector<int64_t> strides;
 
   int64_t numel() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
   int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
   int rank() const { return static_cast<int>(shape.size()); }
   bool empty() const { return data == nullptr; }
+  bool is_cpu() const { return device.is_cpu(); }
+  // Whether the elements are packed row-major (no strides, or strides that say so).
+  bool is_contiguous() const;
+  // Elements between neighbours along dimension i (negative counts from the end).
+  int64_t stride(int i) const;
 
   template <typename T>
   const T* ptr() const {

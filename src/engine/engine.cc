@@ -140,7 +140,7 @@ Engine::Engine(const models::Model& model, const tok::Tokenizer* tokenizer,
       eos_ids_(std::move(eos_ids)),
       pool_(pool),
       config_(config),
-      cache_(kv_config),
+      cache_(kv_config, model.backend()),
       scheduler_(SchedulerConfig{kv_config.n_blocks, config.block_size, config.max_num_seqs,
                                  config.max_num_batched_tokens, config.max_model_len,
                                  config.enable_prefix_caching}) {}

@@ -1,9 +1,11 @@
 // engine: KvCache.
 #include "engine/kv_cache.h"
 
+#include <new>
 #include <string>
 
 #include "core/check.h"
+#include "core/log.h"
 
 namespace qs::engine {
 
@@ -31,7 +33,21 @@ const char* kv_cache_dtype_name(DType t) {
   }
 }
 
-KvCache::KvCache(const KvCacheConfig& config) : config_(config), allocator_(config.n_blocks) {
+namespace {
+
+Tensor allocate(ops::Backend& backend, DType dtype, const std::vector<int64_t>& shape) {
+  Result<Tensor> t = backend.zeros(dtype, shape);
+  if (!t.ok()) {
+    QS_LOG_ERROR("KV cache: %s", t.status().message().c_str());
+    throw std::bad_alloc();
+  }
+  return std::move(t).value();
+}
+
+}  // namespace
+
+KvCache::KvCache(const KvCacheConfig& config, ops::Backend& backend)
+    : config_(config), allocator_(config.n_blocks) {
   QS_CHECK(config.n_layers > 0 && config.n_kv_heads > 0 && config.head_dim > 0 &&
            config.block_size > 0);
   QS_CHECK(ops::kv_cache_dtype_supported(config.dtype));
@@ -42,8 +58,8 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config), allocator_(conf
   const std::vector<int64_t> shape = {config.n_blocks, config.block_size, config.n_kv_heads,
                                       config.head_dim};
   for (int64_t i = 0; i < config.n_layers; ++i) {
-    k_.push_back(Tensor::zeros(config.dtype, shape));
-    v_.push_back(Tensor::zeros(config.dtype, shape));
+    k_.push_back(allocate(backend, config.dtype, shape));
+    v_.push_back(allocate(backend, config.dtype, shape));
     ops::PagedKvLayer view;
     view.dtype = config.dtype;
     if (!config.k_scales.empty()) view.k_scale = config.k_scales[i];

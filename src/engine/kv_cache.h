@@ -2,7 +2,8 @@
 // n_kv_heads, head_dim] in the cache dtype (--kv-cache-dtype: f32 for `auto`, bf16, fp8 e4m3
 // or e5m2 with per-layer k/v scales) and the block table of every live sequence. Sequences grow
 // block by block and give their blocks back when they end; running out of blocks is an error naming
-// the sequence and the counts.
+// the sequence and the counts. The storage is the model's backend's (ops/backend.h): the
+// paged attention of that backend reads it where it lives.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "core/tensor.h"
 #include "engine/block_allocator.h"
 #include "ops/attention.h"
+#include "ops/backend.h"
 
 namespace qs::engine {
 
@@ -39,7 +41,9 @@ struct KvCacheConfig {
 
 class KvCache {
  public:
-  explicit KvCache(const KvCacheConfig& config);
+  // Running out of the backend's memory throws std::bad_alloc, as a host allocation does
+  // (budgets are checked before, engine/memory_budget.h).
+  explicit KvCache(const KvCacheConfig& config, ops::Backend& backend = ops::cpu_backend());
 
   const KvCacheConfig& config() const { return config_; }
   int64_t n_free_blocks() const { return allocator_.n_free(); }

@@ -187,7 +187,7 @@ Result<WorkerStats> run_tensor_parallel_worker(const models::Model& model, Threa
       QS_RETURN_IF_ERROR(in.get_array(&kv.v_scales));
       kv.dtype = static_cast<DType>(dtype);
       cache.reset();  // the last engine's cache goes first
-      cache = std::make_unique<KvCache>(kv);
+      cache = std::make_unique<KvCache>(kv, model.backend());
       QS_LOG_INFO(
           "tensor parallel rank %d of %d: KV cache shard of %lld blocks x %lld tokens "
           "(%.1f MiB)",

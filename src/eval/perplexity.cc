@@ -41,7 +41,7 @@ class Runner {
       kv.k_scales = scales.k;
       kv.v_scales = scales.v;
     }
-    cache_ = std::make_unique<engine::KvCache>(kv);
+    cache_ = std::make_unique<engine::KvCache>(kv, model.backend());
   }
 
   // Runs tokens [start, start + n) of the current window (the first `start` are cached).

@@ -4,14 +4,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/elementwise.h"
+#include "ops/backend.h"
 #include "ops/linear.h"
 
 namespace qs::models {
 namespace {
 
-const float* bias_or_null(const std::vector<float>& b) {
-  return b.empty() ? nullptr : b.data();
+// A norm weight or bias as the backend holds it (nullptr for an empty vector: no bias).
+const float* param(const BlockScratch& s, const std::vector<float>& v) {
+  return s.backend->params(v);
 }
 
 // A borrowed [rows, cols] view of f32 weights held in a vector.
@@ -65,43 +66,45 @@ Status attention_block(const ModelConfig& c, const AttentionWeights& w, const fl
                        int64_t n_tokens, const float* cos, const float* sin,
                        const ops::PagedKvLayer& cache, std::span<const ops::AttentionSeq> seqs,
                        BlockScratch& s, float* out, ThreadPool& pool) {
+  ops::Backend& b = *s.backend;
   const int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
-  s.q.resize(n_tokens * q_dim);
-  s.k.resize(n_tokens * kv_dim);
-  s.v.resize(n_tokens * kv_dim);
-  s.attn.resize(n_tokens * q_dim);
-  const ops::LinearOut qkv[] = {{&w.wq, bias_or_null(w.bq), s.q.data()},
-                                {&w.wk, bias_or_null(w.bk), s.k.data()},
-                                {&w.wv, bias_or_null(w.bv), s.v.data()}};
-  QS_RETURN_IF_ERROR(ops::linear_many(h, n_tokens, qkv, pool));
+  QS_RETURN_IF_ERROR(s.q.resize(b, n_tokens * q_dim));
+  QS_RETURN_IF_ERROR(s.k.resize(b, n_tokens * kv_dim));
+  QS_RETURN_IF_ERROR(s.v.resize(b, n_tokens * kv_dim));
+  QS_RETURN_IF_ERROR(s.attn.resize(b, n_tokens * q_dim));
+  const ops::LinearOut qkv[] = {{&w.wq, param(s, w.bq), s.q.data()},
+                                {&w.wk, param(s, w.bk), s.k.data()},
+                                {&w.wv, param(s, w.bv), s.v.data()}};
+  QS_RETURN_IF_ERROR(b.linear_many(h, n_tokens, qkv, pool));
   if (!w.q_norm.empty()) {
     // Qwen3: RMSNorm over head_dim of each head, before RoPE.
     const float eps = static_cast<float>(c.rms_norm_eps);
-    ops::rms_norm(s.q.data(), n_tokens * c.n_heads, c.head_dim, w.q_norm.data(), eps, s.q.data());
-    ops::rms_norm(s.k.data(), n_tokens * c.n_kv_heads, c.head_dim, w.k_norm.data(), eps,
-                  s.k.data());
+    b.rms_norm(s.q.data(), n_tokens * c.n_heads, c.head_dim, param(s, w.q_norm), eps, s.q.data());
+    b.rms_norm(s.k.data(), n_tokens * c.n_kv_heads, c.head_dim, param(s, w.k_norm), eps,
+               s.k.data());
   }
-  ops::rope_rotate_half(s.q.data(), n_tokens, c.n_heads, c.head_dim, cos, sin);
-  ops::rope_rotate_half(s.k.data(), n_tokens, c.n_kv_heads, c.head_dim, cos, sin);
-  ops::paged_kv_write(cache, seqs, s.k.data(), s.v.data());
+  b.rope_rotate_half(s.q.data(), n_tokens, c.n_heads, c.head_dim, cos, sin);
+  b.rope_rotate_half(s.k.data(), n_tokens, c.n_kv_heads, c.head_dim, cos, sin);
+  b.paged_kv_write(cache, seqs, s.k.data(), s.v.data());
   ops::AttentionParams params;
   params.n_heads = c.n_heads;
   params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   params.sliding_window = w.sliding_window;
-  QS_RETURN_IF_ERROR(ops::paged_attention(s.q.data(), cache, seqs, params, s.attn.data(), pool));
-  return ops::linear(s.attn.data(), n_tokens, w.wo, bias_or_null(w.bo), out, pool);
+  QS_RETURN_IF_ERROR(b.paged_attention(s.q.data(), cache, seqs, params, s.attn.data(), pool));
+  return b.linear(s.attn.data(), n_tokens, w.wo, param(s, w.bo), out, pool);
 }
 
 Status mlp_block(const MlpWeights& w, const float* h, int64_t n_tokens, BlockScratch& s, float* out,
                  ThreadPool& pool) {
+  ops::Backend& b = *s.backend;
   const int64_t inter = w.gate.rows();
-  s.gate.resize(n_tokens * inter);
-  s.up.resize(n_tokens * inter);
-  const ops::LinearOut gate_up[] = {{&w.gate, bias_or_null(w.b_gate), s.gate.data()},
-                                    {&w.up, bias_or_null(w.b_up), s.up.data()}};
-  QS_RETURN_IF_ERROR(ops::linear_many(h, n_tokens, gate_up, pool));
-  ops::silu_mul(s.gate.data(), s.up.data(), n_tokens * inter, s.gate.data());
-  return ops::linear(s.gate.data(), n_tokens, w.down, bias_or_null(w.b_down), out, pool);
+  QS_RETURN_IF_ERROR(s.gate.resize(b, n_tokens * inter));
+  QS_RETURN_IF_ERROR(s.up.resize(b, n_tokens * inter));
+  const ops::LinearOut gate_up[] = {{&w.gate, param(s, w.b_gate), s.gate.data()},
+                                    {&w.up, param(s, w.b_up), s.up.data()}};
+  QS_RETURN_IF_ERROR(b.linear_many(h, n_tokens, gate_up, pool));
+  b.silu_mul(s.gate.data(), s.up.data(), n_tokens * inter, s.gate.data());
+  return b.linear(s.gate.data(), n_tokens, w.down, param(s, w.b_down), out, pool);
 }
 
 template <class T>
@@ -210,22 +213,28 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
   const MoeConfig& moe = c.moe;
   const int64_t hidden = c.hidden_size, n_experts = moe.n_experts, k = moe.top_k;
   const int64_t inter = moe.expert_intermediate, n_slots = n_tokens * k;
+  ops::Backend& b = *s.backend;
+  if (!b.host_addressable()) {
+    return unimplemented("MoE layers on " + b.name() +
+                         ": the router's choice and the expert gather run on the host, which "
+                         "this backend's memory is not");
+  }
   s.router_probs.resize(n_tokens * n_experts);
   s.routes.resize(n_slots);
   s.route_weights.resize(n_slots);
   const Tensor router = f32_view(w.router, n_experts, hidden);
-  QS_RETURN_IF_ERROR(ops::linear(h, n_tokens, router, nullptr, s.router_probs.data(), pool));
+  QS_RETURN_IF_ERROR(b.linear(h, n_tokens, router, nullptr, s.router_probs.data(), pool));
   route_top_k(moe, s.router_probs.data(), n_tokens, s.routes.data(), s.route_weights.data());
 
   // The slots sorted by expert, and their rows of h gathered in that order.
   sort_slots_by_expert(s.routes, n_experts, &s.expert_first, &s.expert_rows, &s.expert_next);
-  s.expert_x.resize(n_slots * hidden);
+  QS_RETURN_IF_ERROR(s.expert_x.resize(b, n_slots * hidden));
   for (int64_t r = 0; r < n_slots; ++r) {
     std::copy_n(h + (s.expert_rows[r] / k) * hidden, hidden, s.expert_x.data() + r * hidden);
   }
-  s.gate.resize(n_slots * inter);
-  s.up.resize(n_slots * inter);
-  s.expert_y.resize(n_slots * hidden);
+  QS_RETURN_IF_ERROR(s.gate.resize(b, n_slots * inter));
+  QS_RETURN_IF_ERROR(s.up.resize(b, n_slots * inter));
+  QS_RETURN_IF_ERROR(s.expert_y.resize(b, n_slots * hidden));
   std::vector<ops::GroupedOut>& jobs = s.expert_jobs;
   jobs.clear();
   s.experts_read = 0;
@@ -236,24 +245,24 @@ Status moe_block(const ModelConfig& c, const MoeWeights& w, const float* h, int6
     jobs.push_back({&w.experts[e].gate, nullptr, r0, rows, s.gate.data() + r0 * inter});
     jobs.push_back({&w.experts[e].up, nullptr, r0, rows, s.up.data() + r0 * inter});
   }
-  QS_RETURN_IF_ERROR(ops::linear_grouped(s.expert_x.data(), jobs, pool));
-  ops::silu_mul(s.gate.data(), s.up.data(), n_slots * inter, s.gate.data());
+  QS_RETURN_IF_ERROR(b.linear_grouped(s.expert_x.data(), jobs, pool));
+  b.silu_mul(s.gate.data(), s.up.data(), n_slots * inter, s.gate.data());
   jobs.clear();
   for (int64_t e = 0; e < n_experts; ++e) {
     const int64_t r0 = s.expert_first[e], rows = s.expert_first[e + 1] - r0;
     if (rows == 0) continue;
     jobs.push_back({&w.experts[e].down, nullptr, r0, rows, s.expert_y.data() + r0 * hidden});
   }
-  QS_RETURN_IF_ERROR(ops::linear_grouped(s.gate.data(), jobs, pool));
+  QS_RETURN_IF_ERROR(b.linear_grouped(s.gate.data(), jobs, pool));
 
   combine_expert_rows<float>(s.expert_rows, k, s.route_weights.data(), s.expert_y.data(), n_tokens,
                              hidden, out);
   if (w.shared.empty()) return ok_status();
-  s.expert_y.resize(n_tokens * hidden);
+  QS_RETURN_IF_ERROR(s.expert_y.resize(b, n_tokens * hidden));
   QS_RETURN_IF_ERROR(mlp_block(w.shared, h, n_tokens, s, s.expert_y.data(), pool));
   s.shared_gate.resize(n_tokens);
   const Tensor gate = f32_view(w.shared_gate, 1, hidden);
-  QS_RETURN_IF_ERROR(ops::linear(h, n_tokens, gate, nullptr, s.shared_gate.data(), pool));
+  QS_RETURN_IF_ERROR(b.linear(h, n_tokens, gate, nullptr, s.shared_gate.data(), pool));
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float g = 1.0f / (1.0f + std::exp(-s.shared_gate[t]));
     float* o = out + t * hidden;
@@ -267,23 +276,24 @@ Status decoder_layer(const ModelConfig& c, const DecoderLayerWeights& w, float* 
                      const float* cos, const float* sin, const ops::PagedKvLayer& cache,
                      std::span<const ops::AttentionSeq> seqs, BlockScratch& s, ThreadPool& pool,
                      dist::Communicator* tp) {
+  ops::Backend& b = *s.backend;
   const int64_t n = n_tokens * c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  s.h.resize(n);
-  s.delta.resize(n);
-  ops::rms_norm(x, n_tokens, c.hidden_size, w.attn_norm.data(), eps, s.h.data());
+  QS_RETURN_IF_ERROR(s.h.resize(b, n));
+  QS_RETURN_IF_ERROR(s.delta.resize(b, n));
+  b.rms_norm(x, n_tokens, c.hidden_size, param(s, w.attn_norm), eps, s.h.data());
   QS_RETURN_IF_ERROR(attention_block(c, w.attn, s.h.data(), n_tokens, cos, sin, cache, seqs, s,
                                      s.delta.data(), pool));
   if (tp != nullptr) QS_RETURN_IF_ERROR(tp->all_reduce_sum(s.delta.data(), n));
-  ops::add_inplace(x, s.delta.data(), n);
-  ops::rms_norm(x, n_tokens, c.hidden_size, w.mlp_norm.data(), eps, s.h.data());
+  b.add_inplace(x, s.delta.data(), n);
+  b.rms_norm(x, n_tokens, c.hidden_size, param(s, w.mlp_norm), eps, s.h.data());
   if (w.sparse()) {
     QS_RETURN_IF_ERROR(moe_block(c, w.moe, s.h.data(), n_tokens, s, s.delta.data(), pool));
   } else {
     QS_RETURN_IF_ERROR(mlp_block(w.mlp, s.h.data(), n_tokens, s, s.delta.data(), pool));
   }
   if (tp != nullptr) QS_RETURN_IF_ERROR(tp->all_reduce_sum(s.delta.data(), n));
-  ops::add_inplace(x, s.delta.data(), n);
+  b.add_inplace(x, s.delta.data(), n);
   return ok_status();
 }
 

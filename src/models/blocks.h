@@ -1,8 +1,8 @@
 // models: the shared building blocks of the decoder families: RoPE tables, the attention
 // block (q/k/v projections, optional q/k-norm, RoPE, paged GQA attention, o projection), the
 // SwiGLU MLP block and the Mixture-of-Experts block built from it. They work on a whole batch of
-// tokens at once, in f32, and name no weight format: matmuls go through ops::linear with m = number
-// of tokens.
+// tokens at once, in f32, and name no weight format and no device: every op goes through the
+// scratch's backend (ops/backend.h), matmuls with m = number of tokens.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include "dist/communicator.h"
 #include "models/model_config.h"
 #include "ops/attention.h"
+#include "ops/backend.h"
 #include "ops/linear.h"
 
 namespace qs::models {
@@ -84,22 +85,27 @@ void rope_tables_mrope(std::span<const float> inv_freq, std::span<const int64_t>
                        std::span<const int32_t> positions3, int64_t n_tokens,
                        std::vector<float>* cos, std::vector<float>* sin);
 
-// Scratch buffers reused by every layer of one forward call.
+// Scratch buffers reused by every layer of one forward call, on the backend the blocks run on
+// (the CPU unless the model says otherwise); weights and pointers handed to the blocks are
+// that backend's too.
 struct BlockScratch {
-  std::vector<float> q, k, v, attn;  // [n_tokens, n_heads|n_kv_heads * head_dim]
-  std::vector<float> gate, up;       // [n_tokens, intermediate]
-  std::vector<float> h, delta;       // [n_tokens, hidden]: a norm's output, a block's output
+  ops::Backend* backend = &ops::cpu_backend();
+  ops::DeviceArray<float> q, k, v, attn;  // [n_tokens, n_heads|n_kv_heads * head_dim]
+  ops::DeviceArray<float> gate, up;       // [n_tokens, intermediate]
+  ops::DeviceArray<float> h, delta;       // [n_tokens, hidden]: a norm's output, a block's output
   // MoE: router probabilities [n_tokens, n_experts]; the chosen experts and their weights
   // [n_tokens, top_k] (left here after each MoE layer, for callers that trace routing); the
   // (token, choice) slots sorted by expert, with each expert's first row, and the gathered
-  // rows and their outputs [n_tokens * top_k, hidden].
+  // rows and their outputs [n_tokens * top_k, hidden]. The router's choice is made on the host,
+  // so MoE layers run on host-addressable backends only (for now).
   std::vector<float> router_probs;
   std::vector<int32_t> routes;
   std::vector<float> route_weights;
   std::vector<int32_t> expert_rows;
   std::vector<int64_t> expert_first, expert_next;
   std::vector<ops::GroupedOut> expert_jobs;
-  std::vector<float> expert_x, expert_y, shared_gate;
+  ops::DeviceArray<float> expert_x, expert_y;
+  std::vector<float> shared_gate;
   int64_t experts_read = 0;  // distinct experts the last MoE layer ran
 };
 

@@ -181,9 +181,9 @@ Status LinearLoader::load_one(const std::string& module, int64_t n, int64_t k,
     QS_ASSIGN_OR_RETURN(Tensor w, ckpt_.get(weight, {n, k}));
     *stored_bytes = share(w.nbytes());
     if (shard.split()) w = dense_shard(w, shard);
-    // Pair panels where the CPU's kernels want them (ops::with_panels): 16-bit linears of
-    // every m then read the packed form, and the mapping's pages are given back.
-    QS_ASSIGN_OR_RETURN(*out, ops::with_panels(std::move(w)));
+    // The backend's form: on the CPU pair panels where its kernels want them, so that 16-bit
+    // linears of every m read the packed form and the mapping's pages are given back.
+    QS_ASSIGN_OR_RETURN(*out, backend_.make_dense_linear(std::move(w)));
     return ok_status();
   }
   for (const auto& [suffix, t] : stored) *stored_bytes += t.nbytes();
@@ -198,10 +198,9 @@ Status LinearLoader::load_one(const std::string& module, int64_t n, int64_t k,
   float input_scale = 1.0f;
   int32_t input_zero = 0;
   QS_RETURN_IF_ERROR(read_static_acts(module, *scheme, stored, &input_scale, &input_zero));
-  auto made = ops::QuantMatrix::make(*scheme, unpacked, input_scale, input_zero);
+  auto made = backend_.make_quant_linear(*scheme, unpacked, input_scale, input_zero);
   if (!made.ok()) return made.status().with_context(module);
-  auto matrix = std::move(made).value();
-  *out = ops::LinearWeight(std::move(matrix));
+  *out = std::move(made).value();
   return ok_status();
 }
 

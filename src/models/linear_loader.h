@@ -17,6 +17,7 @@
 #include "formats/quant_scheme.h"
 #include "io/checkpoint.h"
 #include "io/quant_config.h"
+#include "ops/backend.h"
 #include "ops/linear.h"
 
 namespace qs::models {
@@ -38,8 +39,10 @@ Tensor dense_shard(const Tensor& w, const LinearShard& shard);
 
 class LinearLoader {
  public:
-  LinearLoader(const io::Checkpoint& ckpt, const io::QuantConfig& quant)
-      : ckpt_(ckpt), quant_(quant), names_(ckpt.names()) {}
+  // Weights are made in the form `backend`'s kernels read (ops/backend.h).
+  LinearLoader(const io::Checkpoint& ckpt, const io::QuantConfig& quant,
+               ops::Backend& backend = ops::cpu_backend())
+      : ckpt_(ckpt), quant_(quant), names_(ckpt.names()), backend_(backend) {}
 
   // Loads module `module` ("model.layers.0.self_attn.q_proj", "lm_head"), stored as W[n, k],
   // into `out` (its `shard` only, when one is given), with the scheme it is stored in and its
@@ -80,6 +83,7 @@ class LinearLoader {
   const io::Checkpoint& ckpt_;
   const io::QuantConfig& quant_;
   const std::vector<std::string> names_;  // the checkpoint's, sorted; read once
+  ops::Backend& backend_;
   std::vector<std::string> problems_;
   std::set<std::string> consumed_;
   std::mutex consumed_mutex_;  // load_all's workers add to consumed_

@@ -120,6 +120,16 @@ void embed_row(const Tensor& embed, int32_t id, float* out) {
   }
 }
 
+// A host array as the backend reads it: itself where the backend addresses host memory, else
+// its copy in `staged`.
+Result<const float*> stage(ops::Backend& b, const std::vector<float>& host,
+                           ops::DeviceArray<float>* staged) {
+  if (b.host_addressable()) return host.data();
+  QS_RETURN_IF_ERROR(staged->resize(b, static_cast<int64_t>(host.size())));
+  QS_RETURN_IF_ERROR(b.copy_from_host(staged->data(), host.data(), host.size() * sizeof(float)));
+  return static_cast<const float*>(staged->data());
+}
+
 // Rows [row0, row0 + rows) of matrix `index` of a [count, R, cols] tensor, as a [rows, cols]
 // view of the same mapping.
 Tensor slice_rows(const Tensor& t, int64_t index, int64_t row0, int64_t rows) {
@@ -231,6 +241,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
 
   auto m = std::unique_ptr<Model>(new Model());
   m->config_ = config;
+  QS_ASSIGN_OR_RETURN(m->backend_, ops::backend_for(options.device));
+  if (!m->backend_->host_addressable() && options.tensor_parallel != nullptr &&
+      options.tensor_parallel->size() > 1) {
+    return unimplemented("tensor parallelism on " + device_name(options.device) +
+                         ": the collectives run on host memory (MPI); use --device cpu");
+  }
   if (options.tensor_parallel != nullptr && options.tensor_parallel->size() > 1) {
     QS_ASSIGN_OR_RETURN(m->plan_, TensorParallelPlan::make(config, options.tensor_parallel->rank(),
                                                            options.tensor_parallel->size()));
@@ -240,7 +256,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
   const TensorParallelPlan& tp = m->plan_;
   m->quant_ = quant;
   m->inv_freq_ = rope_inv_freq(config);
-  LinearLoader linears(ckpt, m->quant_);
+  LinearLoader linears(ckpt, m->quant_, *m->backend_);
   // Linear weights are loaded even when other tensors are already known to be broken, so
   // that one error lists every problem.
   std::vector<std::pair<std::string, ops::LinearWeight*>> order;
@@ -375,7 +391,30 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, const LoadOpt
     order.emplace_back("lm_head", &m->lm_head_);
   }
   for (size_t i = 0; i < order.size(); ++i) m->linear_infos_[i].weight = order[i].second;
+  QS_RETURN_IF_ERROR(m->adopt_weights(order));
   return m;
+}
+
+Status Model::adopt_weights(
+    const std::vector<std::pair<std::string, ops::LinearWeight*>>& linears) {
+  ops::Backend& b = *backend_;
+  for (const auto& [name, w] : linears) {
+    auto adopted = b.adopt_linear(*w);
+    if (!adopted.ok()) return adopted.status().with_context(name);
+    *w = std::move(adopted).value();
+  }
+  // The embedding table is read by the backend's row gather.
+  QS_ASSIGN_OR_RETURN(embed_, b.adopt_tensor(embed_));
+  QS_RETURN_IF_ERROR(b.adopt_params(final_norm_));
+  for (const DecoderLayerWeights& l : layers_) {
+    const AttentionWeights& a = l.attn;
+    for (const std::vector<float>* v :
+         {&l.attn_norm, &l.mlp_norm, &a.bq, &a.bk, &a.bv, &a.bo, &a.q_norm, &a.k_norm,
+          &l.mlp.b_gate, &l.mlp.b_up, &l.mlp.b_down}) {
+      if (!v->empty()) QS_RETURN_IF_ERROR(b.adopt_params(*v));
+    }
+  }
+  return ok_status();
 }
 
 std::vector<LinearInfo> Model::linears() const {
@@ -466,18 +505,19 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
   // refuses a bad batch alike instead of leaving the others waiting.
   dist::Communicator* tp = tensor_parallel();
 
-  // x: [n_tokens, hidden], the residual stream.
-  std::vector<float> x(n_tokens * hidden), h(n_tokens * hidden);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    // Vocabulary-parallel: each rank fills the rows of its own tokens, the sum completes x.
-    const int64_t row = batch.token_ids[t] - plan_.vocab_begin;
-    if (tp == nullptr || (row >= 0 && row < plan_.vocab_count)) {
-      embed_row(embed_, static_cast<int32_t>(row), x.data() + t * hidden);
-    }
-  }
+  // x: [n_tokens, hidden], the residual stream, and every activation on the model's backend.
+  ops::Backend& b = *backend_;
+  BlockScratch scratch;
+  scratch.backend = &b;
+  ops::DeviceArray<float> x, h;
+  QS_RETURN_IF_ERROR(x.resize(b, n_tokens * hidden));
+  QS_RETURN_IF_ERROR(h.resize(b, n_tokens * hidden));
+  // Vocabulary-parallel: each rank fills the rows of its own tokens, the sum completes x.
+  QS_RETURN_IF_ERROR(b.embed_rows(embed_, batch.token_ids, plan_.vocab_begin, x.data()));
   if (tp != nullptr) QS_RETURN_IF_ERROR(tp->all_reduce_sum(x.data(), n_tokens * hidden));
   for (const ForwardBatch::EmbeddingSpan& e : batch.embeddings) {
-    std::copy_n(e.data, e.count * hidden, x.data() + e.row * hidden);
+    QS_RETURN_IF_ERROR(
+        b.copy_from_host(x.data() + e.row * hidden, e.data, e.count * hidden * sizeof(float)));
   }
   std::vector<float> cos, sin;  // [n_tokens, head_dim / 2]
   if (c.mrope_section.empty()) {
@@ -504,12 +544,15 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
     }
     rope_tables_mrope(inv_freq_, c.mrope_section, batch.mrope_positions, n_tokens, &cos, &sin);
   }
+  // The tables are made on the host and read by the backend's RoPE.
+  ops::DeviceArray<float> cos_staged, sin_staged;
+  QS_ASSIGN_OR_RETURN(const float* cos_b, stage(b, cos, &cos_staged));
+  QS_ASSIGN_OR_RETURN(const float* sin_b, stage(b, sin, &sin_staged));
 
   const float eps = static_cast<float>(c.rms_norm_eps);
-  BlockScratch scratch;
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    QS_RETURN_IF_ERROR(decoder_layer(lc, layers_[i], x.data(), n_tokens, cos.data(), sin.data(),
-                                     kv[i], batch.seqs, scratch, pool, tp));
+    QS_RETURN_IF_ERROR(decoder_layer(lc, layers_[i], x.data(), n_tokens, cos_b, sin_b, kv[i],
+                                     batch.seqs, scratch, pool, tp));
     if (layers_[i].sparse()) {
       if (batch.routes != nullptr) {
         batch.routes->insert(batch.routes->end(), scratch.routes.begin(), scratch.routes.end());
@@ -522,25 +565,36 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
   }
 
   // Only the rows whose logits are wanted go through the final norm and lm_head.
+  const float* final_norm = b.params(final_norm_);
   int64_t n_rows = n_tokens;
   if (!batch.all_logits) {
     n_rows = static_cast<int64_t>(batch.seqs.size());
     for (int64_t r = 0; r < n_rows; ++r) {
       const auto& s = batch.seqs[r];
-      std::copy_n(x.data() + (s.query_start + s.n_query - 1) * hidden, hidden,
-                  h.data() + r * hidden);
+      QS_RETURN_IF_ERROR(b.copy(h.data() + r * hidden,
+                                x.data() + (s.query_start + s.n_query - 1) * hidden,
+                                hidden * sizeof(float)));
     }
-    ops::rms_norm(h.data(), n_rows, hidden, final_norm_.data(), eps, h.data());
+    b.rms_norm(h.data(), n_rows, hidden, final_norm, eps, h.data());
   } else {
-    ops::rms_norm(x.data(), n_rows, hidden, final_norm_.data(), eps, h.data());
+    b.rms_norm(x.data(), n_rows, hidden, final_norm, eps, h.data());
   }
   logits->resize(n_rows * c.vocab_size);
-  if (tp == nullptr) return ops::linear(h.data(), n_rows, lm_head_, nullptr, logits->data(), pool);
+  if (tp == nullptr) {
+    if (b.host_addressable()) {
+      return b.linear(h.data(), n_rows, lm_head_, nullptr, logits->data(), pool);
+    }
+    ops::DeviceArray<float> out;
+    QS_RETURN_IF_ERROR(out.resize(b, n_rows * c.vocab_size));
+    QS_RETURN_IF_ERROR(b.linear(h.data(), n_rows, lm_head_, nullptr, out.data(), pool));
+    QS_RETURN_IF_ERROR(b.copy_to_host(logits->data(), out.data(), logits->size() * sizeof(float)));
+    return b.synchronize();
+  }
   // Each rank's vocabulary slice, padded to one size for the all-gather, then put in order.
   const int64_t pad = plan_.vocab_padded, size = tp->size();
   std::vector<float> mine(n_rows * pad, 0.0f), all(size * n_rows * pad);
   std::vector<float> part(n_rows * plan_.vocab_count);
-  QS_RETURN_IF_ERROR(ops::linear(h.data(), n_rows, lm_head_, nullptr, part.data(), pool));
+  QS_RETURN_IF_ERROR(b.linear(h.data(), n_rows, lm_head_, nullptr, part.data(), pool));
   for (int64_t r = 0; r < n_rows; ++r) {
     std::copy_n(part.data() + r * plan_.vocab_count, plan_.vocab_count, mine.data() + r * pad);
   }
@@ -557,6 +611,10 @@ Status Model::forward(const ForwardBatch& batch, std::span<const ops::PagedKvLay
 
 Status Model::embed(std::span<const int32_t> ids, float* out) const {
   if (plan_.split()) return unimplemented("embed: the model is split over tensor-parallel ranks");
+  if (!embed_.is_cpu()) {
+    return unimplemented("embed: the embedding table is on " + device_name(embed_.device) +
+                         "; the quantizer loads models on the CPU");
+  }
   const int64_t hidden = config_.hidden_size;
   for (size_t t = 0; t < ids.size(); ++t) {
     if (ids[t] < 0 || ids[t] >= config_.vocab_size) {

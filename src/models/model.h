@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -21,6 +22,7 @@
 #include "models/model_config.h"
 #include "models/tensor_parallel.h"
 #include "ops/attention.h"
+#include "ops/backend.h"
 #include "ops/linear.h"
 
 namespace qs::models {
@@ -76,6 +78,9 @@ struct LoadOptions {
   // forward calls (rank 0 tells the others which: engine/tensor_parallel_worker.h). Null or
   // size 1: the whole model in this process.
   std::shared_ptr<dist::Communicator> tensor_parallel;
+  // vLLM's --device, resolved (ops::resolve_device): the backend the weights are adopted by,
+  // and the forward, its activations and (through the engine) the KV cache run on.
+  Device device = kCpuDevice;
 };
 
 // One matmul of a loaded model, for reports (inspect, bench).
@@ -141,7 +146,14 @@ class Model {
   // (models/kv_scales.h).
   const KvCacheScales& kv_cache_scales() const { return kv_scales_; }
 
+  // The backend the model was loaded onto (LoadOptions::device); the KV cache given to
+  // forward must be this backend's memory.
+  ops::Backend& backend() const { return *backend_; }
+
  private:
+  // Hands every linear (`linears`: those of the load order), the embedding table and the f32
+  // parameters to the backend, once, at the end of load.
+  Status adopt_weights(const std::vector<std::pair<std::string, ops::LinearWeight*>>& linears);
   // The f32 norms, routers and shared-expert gates, which every step reads whole.
   size_t f32_weight_bytes() const;
 
@@ -157,6 +169,7 @@ class Model {
   std::vector<float> final_norm_;  // [hidden]
   ops::LinearWeight lm_head_;      // [vocab, hidden]; the embedding itself when tied
   KvCacheScales kv_scales_;
+  std::shared_ptr<ops::Backend> backend_;
 };
 
 }  // namespace qs::models

@@ -279,6 +279,18 @@ void run_job(const Job& job, ThreadPool& pool) {
 
 }  // namespace
 
+namespace {
+
+// The CPU's kernels read host weights only; a device backend's weight reaching them is a
+// caller mixing backends.
+Status check_on_host(const LinearWeight& w) {
+  if (w.on_device == nullptr) return ok_status();
+  return invalid_argument("linear: a weight held by " + device_name(w.on_device->device) +
+                          " given to the CPU's kernels");
+}
+
+}  // namespace
+
 Status linear(const float* x, int64_t m, const Tensor& w, const float* bias, float* y,
               ThreadPool& pool) {
   return linear_with_isa(kernels::active_isa(), x, m, w, bias, y, pool);
@@ -302,6 +314,7 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor
 }
 
 std::string LinearWeight::kernel() const {
+  if (on_device) return on_device->kernel;
   if (quant) return quant->kernel();
   const char* layout = reads_panels(kernels::active_isa()) ? " pair panels" : "";
   return std::string(dtype_name(dense.dtype)) + layout + " (" +
@@ -309,6 +322,7 @@ std::string LinearWeight::kernel() const {
 }
 
 size_t LinearWeight::resident_bytes() const {
+  if (on_device) return on_device->bytes;
   if (quant) return quant->resident_bytes();
   // The panels replace the row-major form on the path that reads them; they are the same
   // size but for the padding of the last panel.
@@ -349,6 +363,7 @@ Status linear(const float* x, int64_t m, const LinearWeight& w, const float* bia
 
 Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const LinearWeight& w,
                        const float* bias, float* y, ThreadPool& pool) {
+  QS_RETURN_IF_ERROR(check_on_host(w));
   const bool panels = w.reads_panels(isa);
   if (w.quant == nullptr && !panels) return linear_with_isa(isa, x, m, w.dense, bias, y, pool);
   if (w.quant != nullptr && !w.quant->packed()) {
@@ -388,6 +403,7 @@ Status linear_grouped(const float* x, std::span<const GroupedOut> outs, ThreadPo
   if (outs.empty()) return ok_status();
   const int64_t k = outs[0].w->cols();
   for (const GroupedOut& o : outs) {
+    QS_RETURN_IF_ERROR(check_on_host(*o.w));
     if (o.w->cols() != k) {
       return invalid_argument("linear: grouped weights read x of " + std::to_string(k) +
                               " columns, but one has " + std::to_string(o.w->cols()));

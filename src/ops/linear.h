@@ -29,14 +29,27 @@ void set_activation_precision(ActivationPrecision p);
 std::optional<ActivationPrecision> parse_activation_precision(const std::string& name);
 const char* activation_precision_name(ActivationPrecision p);
 
+// A weight a device backend (ops/backend.h) made at load in its own kernels' form; opaque
+// above ops. The backend that made it derives from this and keeps its buffers alive.
+struct DeviceWeight {
+  virtual ~DeviceWeight() = default;
+  Device device;
+  int64_t n = 0, k = 0;
+  size_t bytes = 0;    // resident on the device
+  std::string kernel;  // "bf16 (cublaslt)", "int4 g128 (cuda w4a16 mma)"
+};
+
 // A matmul weight as it stays resident: a dense [n, k] float Tensor (usually a zero-copy view
-// of the checkpoint) or a quantized matrix. Models hold these and never look inside.
+// of the checkpoint), a quantized matrix, or a device backend's own form. Models hold these and
+// never look inside.
 struct LinearWeight {
   Tensor dense;
   std::shared_ptr<const QuantMatrix> quant;
   // The bf16 `dense` repacked as pair panels (kernels/cpu/linear_cpu.h), which the AVX-512
   // path reads for every m instead of `dense`; other ISAs read `dense`. Made by with_panels().
   std::shared_ptr<uint8_t[]> panels;
+  // Set (and the others empty) for a weight a device backend holds.
+  std::shared_ptr<const DeviceWeight> on_device;
 
   // Whether `isa`'s kernels read `panels` rather than `dense`.
   bool reads_panels(kernels::Isa isa) const {
@@ -47,9 +60,13 @@ struct LinearWeight {
   LinearWeight(Tensor t) : dense(std::move(t)) {}  // NOLINT: dense weights convert implicitly
   LinearWeight(std::shared_ptr<const QuantMatrix> q) : quant(std::move(q)) {}  // NOLINT
 
-  bool empty() const { return quant == nullptr && dense.empty(); }
-  int64_t rows() const { return quant ? quant->rows() : dense.dim(0); }  // n
-  int64_t cols() const { return quant ? quant->cols() : dense.dim(1); }  // k
+  bool empty() const { return quant == nullptr && dense.empty() && on_device == nullptr; }
+  int64_t rows() const {  // n
+    return on_device ? on_device->n : quant ? quant->rows() : dense.dim(0);
+  }
+  int64_t cols() const {  // k
+    return on_device ? on_device->k : quant ? quant->cols() : dense.dim(1);
+  }
   size_t resident_bytes() const;
   // "bf16 (avx512)", "int4 g128 (avx512-vnni)", ...
   std::string kernel() const;

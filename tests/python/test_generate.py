@@ -348,3 +348,15 @@ def test_int8_lm_head_equals_the_cli():
     assert out.text == cli.stdout
     with pytest.raises(ValueError, match="auto or int8"):
         LLM(MODEL_DIR, threads=THREADS, lm_head_dtype="fp4")
+
+
+def test_device_is_the_clis():
+    # LLM(device=) takes the CLI's --device: "cpu" gives the default's text here, a device the
+    # build or machine lacks is refused at load with the reason, a misspelling with the choices.
+    out = LLM(MODEL_DIR, threads=THREADS, device="cpu").generate(PROMPT, GREEDY, use_tqdm=False)
+    default = LLM(MODEL_DIR, threads=THREADS).generate(PROMPT, GREEDY, use_tqdm=False)
+    assert out[0].outputs[0].text == default[0].outputs[0].text
+    with pytest.raises(ValueError, match="expected cpu, cuda or cuda:N"):
+        LLM(MODEL_DIR, threads=THREADS, device="gpu")
+    with pytest.raises(Exception, match="cuda:9"):
+        LLM(MODEL_DIR, threads=THREADS, device="cuda:9")
