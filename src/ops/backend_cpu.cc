@@ -49,7 +49,7 @@ class CpuBackend final : public Backend {
     return LinearWeight(std::move(q));
   }
   Result<LinearWeight> adopt_linear(LinearWeight host) override {
-    if (host.on_device != nullptr || (!host.dense.empty() && !host.dense.is_cpu())) {
+    if (host.on_device() || (!host.dense.empty() && !host.dense.is_cpu())) {
       return invalid_argument("cpu backend: a linear weight on " + device_name(host.dense.device));
     }
     return host;

@@ -70,16 +70,16 @@ Result<std::shared_ptr<void>> device_alloc(size_t bytes) {
   return std::shared_ptr<void>(p, [](void* q) { kc::device_free(q); });
 }
 
-struct CudaDense final : DeviceWeight {
+struct CudaDense final : PackedWeight {
   std::shared_ptr<void> w;  // [n, k] bf16
 };
 
-struct CudaW4A16 final : DeviceWeight {
+struct CudaW4A16 final : PackedWeight {
   std::shared_ptr<void> buffer;  // the packed layout
   kc::W4A16View view;            // into `buffer`
 };
 
-struct CudaFp8 final : DeviceWeight {
+struct CudaFp8 final : PackedWeight {
   std::shared_ptr<void> codes;   // [n, k] e4m3
   std::shared_ptr<void> scales;  // [n] or [1] f32
   bool per_channel = false;
@@ -156,7 +156,7 @@ class CudaBackend final : public Backend {
     QS_ASSIGN_OR_RETURN(d->w, upload(src, static_cast<size_t>(n * k) * 2));
     describe(d.get(), n, k, static_cast<size_t>(n * k) * 2, "bf16 (cublaslt)");
     LinearWeight out;
-    out.on_device = std::move(d);
+    out.packed = std::move(d);
     return out;
   }
 
@@ -165,7 +165,7 @@ class CudaBackend final : public Backend {
                                          int32_t input_zero) override {
     LinearWeight out;
     if (w.code_type == formats::CodeType::kFp8E4m3 && scheme.act.quantized()) {
-      QS_ASSIGN_OR_RETURN(out.on_device, make_fp8(scheme, w, input_scale));
+      QS_ASSIGN_OR_RETURN(out.packed, make_fp8(scheme, w, input_scale));
       return out;
     }
     if (scheme.act.quantized()) {
@@ -188,12 +188,12 @@ class CudaBackend final : public Backend {
     describe(
         q.get(), w.n, w.k, layout.total_bytes,
         "int" + std::to_string(w.bits) + " g" + std::to_string(w.group_size) + " (cuda w4a16 mma)");
-    out.on_device = std::move(q);
+    out.packed = std::move(q);
     return out;
   }
 
   Result<LinearWeight> adopt_linear(LinearWeight host) override {
-    if (host.on_device != nullptr) return host;
+    if (host.on_device()) return host;
     if (host.quant != nullptr) {
       return unimplemented("cuda: a weight the CPU built (" + host.kernel() +
                            ") cannot move to the GPU; load the checkpoint with --device cuda "
@@ -226,18 +226,18 @@ class CudaBackend final : public Backend {
   Status linear(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y,
                 ThreadPool&) override {
     QS_RETURN_IF_ERROR(sticky());
-    if (w.on_device == nullptr) {
+    if (!w.on_device()) {
       return invalid_argument("cuda: linear of a host weight (" + w.kernel() + ")");
     }
     const int64_t n = w.rows(), k = w.cols();
     if (m == 0) return ok_status();
     QS_RETURN_IF_ERROR(x_bf16_.resize(*this, m * k));
     QS_RETURN_IF_ERROR(to_status(kc::cast_f32_to_bf16(x, m * k, x_bf16_.data(), stream_)));
-    if (auto* d = dynamic_cast<const CudaDense*>(w.on_device.get())) {
+    if (auto* d = dynamic_cast<const CudaDense*>(w.packed.get())) {
       return to_status(gemm_->linear_bf16(x_bf16_.data(), static_cast<const uint16_t*>(d->w.get()),
                                           bias, m, n, k, y, stream_));
     }
-    if (auto* q = dynamic_cast<const CudaW4A16*>(w.on_device.get())) {
+    if (auto* q = dynamic_cast<const CudaW4A16*>(w.packed.get())) {
       kc::W4A16GemmArgs a;
       a.w = q->view;
       a.x = x_bf16_.data();
@@ -250,7 +250,7 @@ class CudaBackend final : public Backend {
       QS_RETURN_IF_ERROR(to_status(kc::w4a16_gemm(a, stream_)));
       return add_bias(y, bias, m, n);
     }
-    if (auto* f = dynamic_cast<const CudaFp8*>(w.on_device.get())) {
+    if (auto* f = dynamic_cast<const CudaFp8*>(w.packed.get())) {
       QS_RETURN_IF_ERROR(fp8_x_.resize(*this, m * k));
       QS_RETURN_IF_ERROR(fp8_scales_.resize(*this, m));
       QS_RETURN_IF_ERROR(to_status(kc::fp8_quantize_rows(
@@ -362,7 +362,7 @@ class CudaBackend final : public Backend {
     return d;
   }
 
-  void describe(DeviceWeight* w, int64_t n, int64_t k, size_t bytes, std::string kernel) const {
+  void describe(PackedWeight* w, int64_t n, int64_t k, size_t bytes, std::string kernel) const {
     w->device = device();
     w->n = n;
     w->k = k;
@@ -370,7 +370,7 @@ class CudaBackend final : public Backend {
     w->kernel = std::move(kernel);
   }
 
-  Result<std::shared_ptr<const DeviceWeight>> make_fp8(const formats::QuantScheme& scheme,
+  Result<std::shared_ptr<const PackedWeight>> make_fp8(const formats::QuantScheme& scheme,
                                                        const formats::QuantizedWeight& w,
                                                        float input_scale) {
     if (fp8_ == nullptr) {
@@ -394,7 +394,7 @@ class CudaBackend final : public Backend {
     }
     describe(f.get(), w.n, w.k, w.codes.size() + s.values.size() * sizeof(float),
              "fp8 w8a8 (cublaslt)");
-    return std::shared_ptr<const DeviceWeight>(std::move(f));
+    return std::shared_ptr<const PackedWeight>(std::move(f));
   }
 
   // y[i, :] += bias for m rows (the packed GEMMs take no bias).

@@ -26,6 +26,12 @@
 namespace qs::ops {
 namespace {
 
+// The CPU backend's packed form of a bf16 weight: pair panels, which the AVX-512 kernels read
+// for every m (kernels/cpu/linear_cpu.h); `dense` stays beside them for the other ISAs.
+struct CpuPairPanels final : PackedWeight {
+  std::shared_ptr<uint8_t[]> data;
+};
+
 using LinearKernel = void (*)(const kernels::cpu::LinearArgs&, int64_t, int64_t);
 
 // The GEMM packs weight panels once per call; it pays off only for many rows of x.
@@ -255,7 +261,7 @@ Job panels_job(const float* x, int64_t m, const LinearWeight& w, const float* bi
   job.n = n;
   job.macs = m * n * k;
   job.grain = kernels::cpu::kPanelCols;
-  const kernels::cpu::LinearArgs args{x, m, k, w.panels.get(), DType::kBF16, n, bias, y};
+  const kernels::cpu::LinearArgs args{x, m, k, w.pair_panels(), DType::kBF16, n, bias, y};
   // From prefill-sized m the k-blocked GEMM keeps its x strips in L1 (the panel kernel,
   // which streams all of k per pass, ran the Qwen2.5-0.5B prefill ~10 % slower on one thread).
   const bool gemm = use_gemm(kernels::Isa::kAvx512, m);
@@ -284,8 +290,8 @@ namespace {
 // The CPU's kernels read host weights only; a device backend's weight reaching them is a
 // caller mixing backends.
 Status check_on_host(const LinearWeight& w) {
-  if (w.on_device == nullptr) return ok_status();
-  return invalid_argument("linear: a weight held by " + device_name(w.on_device->device) +
+  if (!w.on_device()) return ok_status();
+  return invalid_argument("linear: a weight held by " + device_name(w.packed->device) +
                           " given to the CPU's kernels");
 }
 
@@ -314,7 +320,7 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Tensor
 }
 
 std::string LinearWeight::kernel() const {
-  if (on_device) return on_device->kernel;
+  if (on_device()) return packed->kernel;
   if (quant) return quant->kernel();
   const char* layout = reads_panels(kernels::active_isa()) ? " pair panels" : "";
   return std::string(dtype_name(dense.dtype)) + layout + " (" +
@@ -322,7 +328,7 @@ std::string LinearWeight::kernel() const {
 }
 
 size_t LinearWeight::resident_bytes() const {
-  if (on_device) return on_device->bytes;
+  if (on_device()) return packed->bytes;
   if (quant) return quant->resident_bytes();
   // The panels replace the row-major form on the path that reads them; they are the same
   // size but for the padding of the last panel.
@@ -330,6 +336,11 @@ size_t LinearWeight::resident_bytes() const {
     return static_cast<size_t>(kernels::cpu::pair_panel_elems(dense.dim(0), dense.dim(1))) * 2;
   }
   return dense.nbytes();
+}
+
+const uint16_t* LinearWeight::pair_panels() const {
+  const auto* p = dynamic_cast<const CpuPairPanels*>(packed.get());
+  return p != nullptr ? reinterpret_cast<const uint16_t*>(p->data.get()) : nullptr;
 }
 
 Result<LinearWeight> with_panels(Tensor dense) {
@@ -343,14 +354,20 @@ Result<LinearWeight> with_panels(Tensor dense) {
   }
   const int64_t n = dense.dim(0), k = dense.dim(1);
   const size_t bytes = static_cast<size_t>(kernels::cpu::pair_panel_elems(n, k)) * 2;
-  w.panels = alloc_resident(bytes);
-  if (w.panels == nullptr) {
+  auto panels = std::make_shared<CpuPairPanels>();
+  panels->data = alloc_resident(bytes);
+  if (panels->data == nullptr) {
     return internal_error("linear: no memory for the " + std::to_string(bytes >> 20) +
                           " MiB panels of a [" + std::to_string(n) + ", " + std::to_string(k) +
                           "] bf16 weight");
   }
   kernels::cpu::pack_bf16_pair_panels(static_cast<const uint16_t*>(dense.data), n, k,
-                                      reinterpret_cast<uint16_t*>(w.panels.get()));
+                                      reinterpret_cast<uint16_t*>(panels->data.get()));
+  panels->n = n;
+  panels->k = k;
+  panels->bytes = bytes;
+  panels->kernel = "bf16 pair panels (avx512)";
+  w.packed = std::move(panels);
   // Only the panels are read from now on (on this ISA); a checkpoint's pages go back.
   release_mapped_pages(dense.data, dense.nbytes());
   return w;

@@ -29,43 +29,48 @@ void set_activation_precision(ActivationPrecision p);
 std::optional<ActivationPrecision> parse_activation_precision(const std::string& name);
 const char* activation_precision_name(ActivationPrecision p);
 
-// A weight a device backend (ops/backend.h) made at load in its own kernels' form; opaque
-// above ops. The backend that made it derives from this and keeps its buffers alive.
-struct DeviceWeight {
-  virtual ~DeviceWeight() = default;
+// A weight as a backend (ops/backend.h) packed it at load for its own kernels: the CPU's bf16
+// pair panels, a GPU's bf16 copy or W4A16 tiles. Opaque above ops; the backend that made it
+// derives from this and keeps its buffers alive.
+struct PackedWeight {
+  virtual ~PackedWeight() = default;
   Device device;
   int64_t n = 0, k = 0;
-  size_t bytes = 0;    // resident on the device
+  size_t bytes = 0;    // resident where `device` is
   std::string kernel;  // "bf16 (cublaslt)", "int4 g128 (cuda w4a16 mma)"
 };
 
-// A matmul weight as it stays resident: a dense [n, k] float Tensor (usually a zero-copy view
-// of the checkpoint), a quantized matrix, or a device backend's own form. Models hold these and
-// never look inside.
+// A matmul weight as it stays resident. Models hold these and never look inside:
+//   dense   the 16-bit [n, k] weight as the checkpoint stores it (usually a zero-copy view of
+//           the mapping), which the quantizer and the CPU's fallback kernels read; empty for a
+//           weight only a device holds;
+//   quant   a quantized weight in the CPU backend's resident form (ops::QuantMatrix);
+//   packed  the backend's own form (the CPU's bf16 pair panels, which its AVX-512 path reads
+//           instead of `dense`; a device backend's weight, with `dense` and `quant` empty).
 struct LinearWeight {
   Tensor dense;
   std::shared_ptr<const QuantMatrix> quant;
-  // The bf16 `dense` repacked as pair panels (kernels/cpu/linear_cpu.h), which the AVX-512
-  // path reads for every m instead of `dense`; other ISAs read `dense`. Made by with_panels().
-  std::shared_ptr<uint8_t[]> panels;
-  // Set (and the others empty) for a weight a device backend holds.
-  std::shared_ptr<const DeviceWeight> on_device;
+  std::shared_ptr<const PackedWeight> packed;
 
-  // Whether `isa`'s kernels read `panels` rather than `dense`.
+  // Whether the weight lives on a device (packed there; nothing the CPU's kernels can read).
+  bool on_device() const { return packed != nullptr && !packed->device.is_cpu(); }
+  // The CPU's bf16 pair panels (kernels/cpu/linear_cpu.h), or nullptr.
+  const uint16_t* pair_panels() const;
+  // Whether `isa`'s kernels read the pair panels rather than `dense`.
   bool reads_panels(kernels::Isa isa) const {
-    return quant == nullptr && panels != nullptr && isa == kernels::Isa::kAvx512;
+    return quant == nullptr && isa == kernels::Isa::kAvx512 && pair_panels() != nullptr;
   }
 
   LinearWeight() = default;
   LinearWeight(Tensor t) : dense(std::move(t)) {}  // NOLINT: dense weights convert implicitly
   LinearWeight(std::shared_ptr<const QuantMatrix> q) : quant(std::move(q)) {}  // NOLINT
 
-  bool empty() const { return quant == nullptr && dense.empty() && on_device == nullptr; }
+  bool empty() const { return quant == nullptr && dense.empty() && packed == nullptr; }
   int64_t rows() const {  // n
-    return on_device ? on_device->n : quant ? quant->rows() : dense.dim(0);
+    return packed ? packed->n : quant ? quant->rows() : dense.dim(0);
   }
   int64_t cols() const {  // k
-    return on_device ? on_device->k : quant ? quant->cols() : dense.dim(1);
+    return packed ? packed->k : quant ? quant->cols() : dense.dim(1);
   }
   size_t resident_bytes() const;
   // "bf16 (avx512)", "int4 g128 (avx512-vnni)", ...

@@ -194,7 +194,7 @@ TEST(PairPanels, OpsLinearWithPanelsMatchesTheDenseWeight) {
   const Tensor dense = Tensor::from_f32(DType::kBF16, {n, k}, wf);
   auto with = ops::with_panels(dense);
   ASSERT_TRUE(with.ok()) << with.status().to_string();
-  const bool made = with->panels != nullptr;
+  const bool made = with->pair_panels() != nullptr;
   const bool expected = kernels::active_isa() == kernels::Isa::kAvx512 && !kernels::amx_active();
   ASSERT_EQ(made, expected) << "panels are made exactly where the AVX-512 path without AMX runs";
   if (!made) GTEST_SKIP() << "no pair panels on this CPU (no AVX-512, or AMX active)";
