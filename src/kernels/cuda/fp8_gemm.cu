@@ -8,12 +8,11 @@
 #include <algorithm>
 #include <compare>
 #include <cstring>
-#include <map>
 #include <string>
 #include <utility>
 
 #include "kernels/cuda/block_reduce.cuh"
-#include "kernels/cuda/cublaslt_loader.h"
+#include "kernels/cuda/cublaslt_plan.h"
 #include "kernels/cuda/float_codecs.cuh"
 #include "kernels/cuda/fp8_gemm.h"
 #include "kernels/cuda/fp8_scales.h"
@@ -88,45 +87,12 @@ CudaStatus set_scale_pointers(const CublasLtApi& lt, cublasLtMatmulDesc_t op, co
                   "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)");
 }
 
-// The largest power of two up to 256 that divides the address: the heuristic assumes 256-byte
-// aligned operands unless told otherwise (as gemm_cublas.cu tells it).
-uint32_t alignment_of(const void* p) {
-  const auto u = reinterpret_cast<uintptr_t>(p);
-  uint32_t a = 256;
-  while (a > 1 && u % a != 0) a /= 2;
-  return a;
-}
-
 struct PlanKey {
   int64_t m, n, k;
   uint32_t align_x, align_w, align_d;
   bool d_f32;       // the product is written as f32 (vector scales, or an f32 y)
   bool scale_ptrs;  // per-tensor scales through cuBLASLt's A/B scale pointers
   auto operator<=>(const PlanKey&) const = default;
-};
-
-struct Plan {
-  const CublasLtApi* lt = nullptr;  // set with the first descriptor
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {
-    if (d != nullptr) lt->cublasLtMatrixLayoutDestroy(d);
-    if (b != nullptr) lt->cublasLtMatrixLayoutDestroy(b);
-    if (a != nullptr) lt->cublasLtMatrixLayoutDestroy(a);
-    if (op != nullptr) lt->cublasLtMatmulDescDestroy(op);
-  }
-};
-
-struct Preference {
-  const CublasLtApi* lt;
-  cublasLtMatmulPreference_t pref = nullptr;
-  ~Preference() {
-    if (pref != nullptr) lt->cublasLtMatmulPreferenceDestroy(pref);
-  }
 };
 
 }  // namespace
@@ -140,88 +106,29 @@ CudaStatus fp8_quantize_rows(const uint16_t* x, int64_t m, int64_t k, const floa
 }
 
 struct Fp8Gemm::Impl {
-  const CublasLtApi* lt = nullptr;
-  cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
-  std::map<PlanKey, Plan> plans;
-
-  ~Impl() {
-    plans.clear();
-    if (workspace != nullptr) cudaFree(workspace);
-    if (handle != nullptr) lt->cublasLtDestroy(handle);
-  }
+  CublasLtContext ctx;
+  CublasLtPlans<PlanKey> plans;
 
   // `w_scale`, `x_scale`: the call's per-tensor scales when key.scale_ptrs (the heuristic
   // picks among the algorithms that take scale pointers).
   CudaStatus make_plan(const PlanKey& key, const float* w_scale, const float* x_scale,
-                       Plan& plan) const {
-    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-    plan.lt = lt;
-    CudaStatus s = lt->check(lt->cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-                             "cublasLtMatmulDescCreate");
-    if (s.ok()) {
-      s = lt->check(lt->cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                       &trans_a, sizeof(trans_a)),
-                    "cublasLtMatmulDescSetAttribute(TRANSA)");
-    }
-    if (s.ok()) {
-      s = lt->check(lt->cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                       &trans_b, sizeof(trans_b)),
-                    "cublasLtMatmulDescSetAttribute(TRANSB)");
-    }
-    if (s.ok() && key.scale_ptrs) s = set_scale_pointers(*lt, plan.op, w_scale, x_scale);
-    const auto m = static_cast<uint64_t>(key.m), n = static_cast<uint64_t>(key.n),
-               k = static_cast<uint64_t>(key.k);
-    if (s.ok()) {
-      s = lt->check(lt->cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_8F_E4M3, k, n, key.k),
-                    "cublasLtMatrixLayoutCreate(W)");
-    }
-    if (s.ok()) {
-      s = lt->check(lt->cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_8F_E4M3, k, m, key.k),
-                    "cublasLtMatrixLayoutCreate(x)");
-    }
-    if (s.ok()) {
-      // C has D's type (cuBLASLt's FP8 table pairs bf16 with bf16 and f32 with f32); beta = 0.
-      s = lt->check(lt->cublasLtMatrixLayoutCreate(&plan.d, key.d_f32 ? CUDA_R_32F : CUDA_R_16BF, n,
-                                                   m, key.n),
-                    "cublasLtMatrixLayoutCreate(y)");
-    }
-    if (!s.ok()) return s;
-
-    Preference p{lt};
-    s = lt->check(lt->cublasLtMatmulPreferenceCreate(&p.pref), "cublasLtMatmulPreferenceCreate");
-    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_w},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_x},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_d},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d}};
-    for (const auto& [attr, value] : aligns) {
-      if (s.ok()) {
-        s = lt->check(lt->cublasLtMatmulPreferenceSetAttribute(p.pref, attr, &value, sizeof(value)),
-                      "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
-      }
-    }
-    if (s.ok()) {
-      const uint64_t ws = workspace_bytes;
-      s = lt->check(lt->cublasLtMatmulPreferenceSetAttribute(
-                        p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-                    "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
-    }
-    if (!s.ok()) return s;
-    cublasLtMatmulHeuristicResult_t result{};
-    int n_results = 0;
-    s = lt->check(lt->cublasLtMatmulAlgoGetHeuristic(handle, plan.op, plan.a, plan.b, plan.d,
-                                                     plan.d, p.pref, 1, &result, &n_results),
-                  "cublasLtMatmulAlgoGetHeuristic");
-    if (!s.ok()) return s;
-    if (n_results == 0) {
-      return not_supported("cublasLtMatmulAlgoGetHeuristic: no algorithm for the fp8 linear m=" +
-                           std::to_string(key.m) + " n=" + std::to_string(key.n) +
-                           " k=" + std::to_string(key.k));
-    }
-    plan.algo = result.algo;
-    return {};
+                       CublasLtPlan& plan) const {
+    const auto set_scales = [&](cublasLtMatmulDesc_t op) -> CudaStatus {
+      if (!key.scale_ptrs) return {};
+      return set_scale_pointers(*ctx.lt, op, w_scale, x_scale);
+    };
+    // C has D's type (cuBLASLt's FP8 table pairs bf16 with bf16 and f32 with f32); beta = 0.
+    const CublasLtPlanShape shape{.m = key.m,
+                                  .n = key.n,
+                                  .k = key.k,
+                                  .a_type = CUDA_R_8F_E4M3,
+                                  .b_type = CUDA_R_8F_E4M3,
+                                  .d_type = key.d_f32 ? CUDA_R_32F : CUDA_R_16BF,
+                                  .align_a = key.align_w,
+                                  .align_b = key.align_x,
+                                  .align_d = key.align_d,
+                                  .what = "fp8 linear"};
+    return ctx.make_plan(shape, set_scales, plan);
   }
 };
 
@@ -246,21 +153,9 @@ CudaStatus Fp8Gemm::create(size_t workspace_bytes, std::unique_ptr<Fp8Gemm>* out
                 std::to_string(device) + " is " + std::to_string(major) + "." +
                 std::to_string(minor)};
   }
-  const CublasLtApi* lt = nullptr;
-  s = cublaslt_api(&lt);
-  if (!s.ok()) return s;
   auto impl = std::make_unique<Impl>();
-  impl->lt = lt;
-  s = lt->check(lt->cublasLtCreate(&impl->handle), "cublasLtCreate");
+  s = impl->ctx.init(workspace_bytes);
   if (!s.ok()) return s;
-  if (workspace_bytes > 0) {
-    s = runtime_status(cudaMalloc(&impl->workspace, workspace_bytes), "cudaMalloc");
-    if (!s.ok()) {
-      s.message += " (cuBLASLt workspace of " + std::to_string(workspace_bytes) + " bytes)";
-      return s;
-    }
-  }
-  impl->workspace_bytes = workspace_bytes;
   out->reset(new Fp8Gemm(std::move(impl)));
   return {};
 }
@@ -279,31 +174,21 @@ CudaStatus Fp8Gemm::linear(const Fp8GemmArgs& a, Stream stream) {
   const PlanKey key{a.m,
                     a.n,
                     a.k,
-                    alignment_of(a.qx),
-                    alignment_of(a.qw),
-                    alignment_of(d),
+                    operand_alignment(a.qx),
+                    operand_alignment(a.qw),
+                    operand_alignment(d),
                     vectors || !a.y_bf16,
                     !vectors};
-  auto it = impl_->plans.find(key);
-  if (it == impl_->plans.end()) {
-    it = impl_->plans.try_emplace(key).first;
-    CudaStatus s = impl_->make_plan(key, a.w_scales, a.x_scales, it->second);
-    if (!s.ok()) {
-      impl_->plans.erase(it);
-      return s;
-    }
-  }
-  Plan& plan = it->second;
-  const CublasLtApi* lt = impl_->lt;
+  CublasLtPlan* plan = nullptr;
+  CudaStatus s = impl_->plans.get(
+      key, [&](CublasLtPlan& p) { return impl_->make_plan(key, a.w_scales, a.x_scales, p); },
+      &plan);
+  if (!s.ok()) return s;
   if (!vectors) {
-    CudaStatus s = set_scale_pointers(*lt, plan.op, a.w_scales, a.x_scales);
+    s = set_scale_pointers(*impl_->ctx.lt, plan->op, a.w_scales, a.x_scales);
     if (!s.ok()) return s;
   }
-  const float alpha = 1.0f, beta = 0.0f;
-  CudaStatus s = lt->check(lt->cublasLtMatmul(impl_->handle, plan.op, &alpha, a.qw, plan.a, a.qx,
-                                              plan.b, &beta, d, plan.d, d, plan.d, &plan.algo,
-                                              impl_->workspace, impl_->workspace_bytes, stream),
-                           "cublasLtMatmul");
+  s = impl_->ctx.matmul(*plan, a.qw, a.qx, d, stream);
   if (!s.ok() || !vectors) return s;
   const int64_t count = a.m * a.n;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 4096));
