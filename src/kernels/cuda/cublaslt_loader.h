@@ -2,8 +2,9 @@
 // ~500 MiB on disk and costs ~90 MiB of private memory and ~0.1 s as soon as it is mapped, so
 // a linked one taxed every CPU-only run and stopped the binary from starting at all where the
 // CUDA libraries are missing. cuBLASLt's header still gives the types and the functions'
-// signatures (compile time only); the few functions gemm_cublas.cu and fp8_gemm.cu call are
-// resolved with dlsym into CublasLtApi. For .cu files: includes CUDA's headers.
+// signatures (compile time only); the few functions the linears call (cublaslt_plan.cu,
+// gemm_cublas.cu, fp8_gemm.cu) are resolved with dlsym into CublasLtApi. For .cu files: includes
+// CUDA's headers.
 #pragma once
 
 #include <cublasLt.h>
