@@ -106,20 +106,6 @@ std::vector<float> bias_shard(std::vector<float> b, const LinearShard& shard, bo
   return std::vector<float>(b.begin() + shard.begin, b.begin() + shard.begin + shard.count);
 }
 
-// Row `id` of the embedding as f32.
-void embed_row(const Tensor& embed, int32_t id, float* out) {
-  const int64_t d = embed.dim(1);
-  const int64_t base = static_cast<int64_t>(id) * d;
-  if (embed.dtype == DType::kF32) {
-    std::copy_n(embed.ptr<const float>() + base, d, out);
-  } else if (embed.dtype == DType::kBF16) {
-    const uint16_t* src = embed.ptr<const uint16_t>() + base;
-    for (int64_t j = 0; j < d; ++j) out[j] = bf16_to_f32(src[j]);
-  } else {
-    for (int64_t j = 0; j < d; ++j) out[j] = load_as_f32(embed.dtype, embed.data, base + j);
-  }
-}
-
 // A host array as the backend reads it: itself where the backend addresses host memory, else
 // its copy in `staged`.
 Result<const float*> stage(ops::Backend& b, const std::vector<float>& host,
@@ -615,15 +601,13 @@ Status Model::embed(std::span<const int32_t> ids, float* out) const {
     return unimplemented("embed: the embedding table is on " + device_name(embed_.device) +
                          "; the quantizer loads models on the CPU");
   }
-  const int64_t hidden = config_.hidden_size;
   for (size_t t = 0; t < ids.size(); ++t) {
     if (ids[t] < 0 || ids[t] >= config_.vocab_size) {
       return invalid_argument("embed: token id " + std::to_string(ids[t]) +
                               " outside the vocabulary of " + std::to_string(config_.vocab_size));
     }
-    embed_row(embed_, ids[t], out + static_cast<int64_t>(t) * hidden);
   }
-  return ok_status();
+  return ops::cpu_backend().embed_rows(embed_, ids, 0, out);
 }
 
 }  // namespace qs::models

@@ -141,9 +141,4 @@ Result<Device> resolve_device(std::string_view text);
 bool cuda_backend_built();
 int cuda_device_count(std::string* why_none = nullptr);
 
-// For host code that must read backend memory (the MoE router's choice, logits): `src` itself
-// on a host-addressable backend, else a copy in `staging`.
-Result<const float*> host_readable(Backend& backend, const float* src, int64_t n,
-                                   std::vector<float>* staging);
-
 }  // namespace qs::ops

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cuda/device_runtime.h"
 #include "ops/backend.h"
 #include "ops/backend_cuda.h"
 #include "ops/elementwise.h"
@@ -133,11 +134,11 @@ Backend& cpu_backend() {
 }
 
 bool cuda_backend_built() {
-  return cuda::backend_built();
+  return kernels::cuda::built_with_cuda();
 }
 
 int cuda_device_count(std::string* why_none) {
-  return cuda::device_count(why_none);
+  return kernels::cuda::device_count(why_none);
 }
 
 Result<std::shared_ptr<Backend>> backend_for(Device device) {
@@ -163,15 +164,6 @@ Result<Device> resolve_device(std::string_view text) {
     return kCpuDevice;
   }
   return parse_device(text);
-}
-
-Result<const float*> host_readable(Backend& backend, const float* src, int64_t n,
-                                   std::vector<float>* staging) {
-  if (backend.host_addressable()) return src;
-  staging->resize(static_cast<size_t>(n));
-  QS_RETURN_IF_ERROR(backend.copy_to_host(staging->data(), src, n * sizeof(float)));
-  QS_RETURN_IF_ERROR(backend.synchronize());
-  return static_cast<const float*>(staging->data());
 }
 
 }  // namespace qs::ops

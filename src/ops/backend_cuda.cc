@@ -37,14 +37,6 @@ namespace qs::ops::cuda {
 
 namespace kc = kernels::cuda;
 
-bool backend_built() {
-  return kc::built_with_cuda();
-}
-
-int device_count(std::string* why_none) {
-  return kc::device_count(why_none);
-}
-
 #if !defined(QS_HAVE_CUDA)
 
 Result<std::shared_ptr<Backend>> make_backend(int index) {

@@ -1,6 +1,5 @@
-// ops: the CUDA backend's entry points (backend_cuda.cc). Built with its kernels
-// (kernels/cuda) where the build has QS_CUDA; elsewhere backend_built() is false and
-// backend_for(cuda) explains so.
+// ops: the CUDA backend's entry point (backend_cuda.cc), which ops::backend_for calls once it
+// has checked that the build has the CUDA kernels and the machine the GPU.
 #pragma once
 
 #include <memory>
@@ -11,9 +10,6 @@
 
 namespace qs::ops::cuda {
 
-bool backend_built();
-// GPUs the CUDA runtime sees; 0 with the runtime's reason in *why_none (no driver, no device).
-int device_count(std::string* why_none = nullptr);
 // The backend of GPU `index` (< device_count()).
 Result<std::shared_ptr<Backend>> make_backend(int index);
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "cuda_device_buffer.h"
 #include "kernels/cuda/device_runtime.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm_cublas.h"
@@ -33,12 +34,6 @@
 
 namespace qs::kernels::cuda {
 namespace {
-
-#define ASSERT_CUDA_OK(expr)                           \
-  do {                                                 \
-    const ::qs::kernels::cuda::CudaStatus s_ = (expr); \
-    ASSERT_TRUE(s_.ok()) << s_.message;                \
-  } while (0)
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -56,10 +51,8 @@ bool same_float(float a, float b) {
 class CudaKernelsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string reason;
-    if (device_count(&reason) == 0) GTEST_SKIP() << "no CUDA device: " << reason;
-    ASSERT_CUDA_OK(set_device(0));
-    ASSERT_CUDA_OK(stream_create(&stream_));
+    QS_SKIP_WITHOUT_GPU();
+    QS_ASSERT_CUDA(stream_create(&stream_));
   }
 
   void TearDown() override {
@@ -111,13 +104,13 @@ TEST_F(CudaKernelsTest, RmsNormMatchesTheOracle) {
     float* dx = upload(x);
     float* dw = upload(w);
     float* dy = alloc<float>(x.size());
-    ASSERT_CUDA_OK(rms_norm(dx, m, d, dw, 1e-6f, dy, stream_));
+    QS_ASSERT_CUDA(rms_norm(dx, m, d, dw, 1e-6f, dy, stream_));
     std::vector<float> got = download(dy, x.size());
     for (size_t i = 0; i < x.size(); ++i) {
       ASSERT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i]) + 1e-6) << "d=" << d << " i=" << i;
     }
     // In place, as the model calls it.
-    ASSERT_CUDA_OK(rms_norm(dx, m, d, dw, 1e-6f, dx, stream_));
+    QS_ASSERT_CUDA(rms_norm(dx, m, d, dw, 1e-6f, dx, stream_));
     got = download(dx, x.size());
     for (size_t i = 0; i < x.size(); ++i) {
       ASSERT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i]) + 1e-6) << "in place d=" << d;
@@ -140,7 +133,7 @@ TEST_F(CudaKernelsTest, RopeMatchesTheOracleExactly) {
     float* dx = upload(x);
     float* dcos = upload(cos);
     float* dsin = upload(sin);
-    ASSERT_CUDA_OK(rope_rotate_half(dx, n_tokens, n_heads, head_dim, dcos, dsin, stream_));
+    QS_ASSERT_CUDA(rope_rotate_half(dx, n_tokens, n_heads, head_dim, dcos, dsin, stream_));
     ref::rope_rotate_half(x.data(), n_tokens, n_heads, head_dim, cos.data(), sin.data());
     const std::vector<float> got = download(dx, x.size());
     for (size_t i = 0; i < x.size(); ++i) {
@@ -157,14 +150,14 @@ TEST_F(CudaKernelsTest, SiluMulAndAddMatchTheOracle) {
     ref::silu_mul(gate.data(), up.data(), n, want.data());
     float* dg = upload(gate);
     float* du = upload(up);
-    ASSERT_CUDA_OK(silu_mul(dg, du, n, dg, stream_));  // out aliases gate
+    QS_ASSERT_CUDA(silu_mul(dg, du, n, dg, stream_));  // out aliases gate
     const std::vector<float> got = download(dg, n);
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_NEAR(got[i], want[i], 1e-6 * std::fabs(want[i]) + 1e-30) << "n=" << n << " i=" << i;
     }
     std::vector<float> y = random_floats(n, 5);
     float* dy = upload(y);
-    ASSERT_CUDA_OK(add_inplace(dy, du, n, stream_));
+    QS_ASSERT_CUDA(add_inplace(dy, du, n, stream_));
     ref::add_inplace(y.data(), up.data(), n);
     const std::vector<float> sum = download(dy, n);
     for (int64_t i = 0; i < n; ++i) ASSERT_TRUE(same_float(sum[i], y[i])) << "add i=" << i;
@@ -191,7 +184,7 @@ TEST_F(CudaKernelsTest, EmbeddingGatherConvertsRowsAndSkipsForeignIds) {
     const uint8_t* dtable = upload(table);
     const int32_t* dids = upload(ids);
     float* dout = upload(std::vector<float>(ids.size() * hidden, kUntouched));
-    ASSERT_CUDA_OK(embedding_gather(dtable, dtype, n_rows, hidden, dids,
+    QS_ASSERT_CUDA(embedding_gather(dtable, dtype, n_rows, hidden, dids,
                                     static_cast<int64_t>(ids.size()), row_offset, dout, stream_));
     const std::vector<float> got = download(dout, ids.size() * hidden);
     for (size_t t = 0; t < ids.size(); ++t) {
@@ -215,7 +208,7 @@ TEST_F(CudaKernelsTest, F32ToBf16MatchesCoreBitForBit) {
   }
   const float* dx = upload(x);
   uint16_t* dy = alloc<uint16_t>(x.size());
-  ASSERT_CUDA_OK(cast_f32_to_bf16(dx, static_cast<int64_t>(x.size()), dy, stream_));
+  QS_ASSERT_CUDA(cast_f32_to_bf16(dx, static_cast<int64_t>(x.size()), dy, stream_));
   const std::vector<uint16_t> got = download(dy, x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     ASSERT_EQ(got[i], qs::f32_to_bf16(x[i])) << "x=" << x[i];
@@ -265,7 +258,7 @@ TEST_F(CudaKernelsTest, ArgmaxFollowsTheSamplersRule) {
     for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
     const float* dx = upload(flat);
     int32_t* dout = alloc<int32_t>(rows.size());
-    ASSERT_CUDA_OK(argmax_rows(dx, static_cast<int64_t>(rows.size()), n, dout, stream_));
+    QS_ASSERT_CUDA(argmax_rows(dx, static_cast<int64_t>(rows.size()), n, dout, stream_));
     const std::vector<int32_t> got = download(dout, rows.size());
     for (size_t r = 0; r < rows.size(); ++r) {
       EXPECT_EQ(got[r], host_argmax(rows[r].data(), n)) << "n=" << n << " row " << r;
@@ -282,7 +275,7 @@ TEST_F(CudaKernelsTest, RowMaxSumExpMatchesADoubleReference) {
     const float* dx = upload(flat);
     float* dmax = alloc<float>(rows.size());
     float* dsum = alloc<float>(rows.size());
-    ASSERT_CUDA_OK(
+    QS_ASSERT_CUDA(
         row_max_sum_exp(dx, static_cast<int64_t>(rows.size()), n, inv_t, dmax, dsum, stream_));
     const std::vector<float> got_max = download(dmax, rows.size());
     const std::vector<float> got_sum = download(dsum, rows.size());
@@ -384,7 +377,7 @@ TEST_F(CudaKernelsTest, PagedKvWriteStoresTheCpusBytes) {
     uint8_t* dcache_v = upload(std::vector<uint8_t>(bytes, 0x5a));
     const PagedKvCache dev{c.dtype,    dcache_k, dcache_v,  block_size,
                            n_kv_heads, head_dim, c.k_scale, c.v_scale};
-    ASSERT_CUDA_OK(paged_kv_write(dev, dseqs, static_cast<int32_t>(seqs.size()), dtables, dk, dv,
+    QS_ASSERT_CUDA(paged_kv_write(dev, dseqs, static_cast<int32_t>(seqs.size()), dtables, dk, dv,
                                   batch.n_tokens, stream_));
     EXPECT_EQ(download(dcache_k, bytes), host_k) << dtype_name(c.dtype);
     EXPECT_EQ(download(dcache_v, bytes), host_v) << dtype_name(c.dtype);
@@ -463,7 +456,7 @@ TEST_F(CudaKernelsTest, PagedAttentionMatchesTheReference) {
         if (split && ws_bytes == 0) continue;
         args.out = alloc<float>(want.size());
         args.workspace = split ? alloc<float>(ws_bytes / sizeof(float)) : nullptr;
-        ASSERT_CUDA_OK(paged_attention(args, stream_));
+        QS_ASSERT_CUDA(paged_attention(args, stream_));
         const std::vector<float> got = download(args.out, want.size());
         for (size_t i = 0; i < want.size(); ++i) {
           ASSERT_NEAR(got[i], want[i], 1e-4 * (1.0 + std::fabs(want[i])))
@@ -490,7 +483,7 @@ TEST(CudaPagedAttention, PartitionsCoverTheLongestKeyRange) {
 
 TEST_F(CudaKernelsTest, CublasLtLinearBf16MatchesADoubleReference) {
   std::unique_ptr<CublasLtGemm> gemm;
-  ASSERT_CUDA_OK(CublasLtGemm::create(32u << 20, &gemm));
+  QS_ASSERT_CUDA(CublasLtGemm::create(32u << 20, &gemm));
   struct Shape {
     int64_t m, n, k;
     bool bias, offset_x;  // offset_x: x starts one row into its buffer (16-byte alignment)
@@ -509,7 +502,7 @@ TEST_F(CudaKernelsTest, CublasLtLinearBf16MatchesADoubleReference) {
     const uint16_t* dw = upload(w);
     const float* dbias = sh.bias ? upload(bias) : nullptr;
     float* dy = alloc<float>(sh.m * sh.n);
-    ASSERT_CUDA_OK(gemm->linear_bf16(dx, dw, dbias, sh.m, sh.n, sh.k, dy, stream_));
+    QS_ASSERT_CUDA(gemm->linear_bf16(dx, dw, dbias, sh.m, sh.n, sh.k, dy, stream_));
     const std::vector<float> got = download(dy, sh.m * sh.n);
     const uint16_t* hx = x.data() + (sh.offset_x ? sh.k : 0);
     for (int64_t i = 0; i < sh.m; ++i) {
