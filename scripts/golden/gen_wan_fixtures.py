@@ -10,7 +10,8 @@ freq_dim 256, ffn_dim 32, 2 layers, cross_attn_norm, q/k RMSNorm across heads, r
 that more of the code runs: frames of 32x32 (t2v, i2v) and 64x64 (ti2v) so that a frame has 2x2
 transformer tokens and the 3-D rotary positions vary along every axis; 4 steps so that both
 experts of A14B run; latents_mean/latents_std drawn at random instead of 0/1 so that the
-de-normalisation is checked; guidance_scale_2 distinct from guidance_scale.
+de-normalisation is checked; the transformers' norm weights and biases drawn around 1 and 0
+(they start at exactly 1 and 0); guidance_scale_2 distinct from guidance_scale.
 
   t2v_a14b/   WanPipeline, transformer + transformer_2 (boundary_ratio 0.875), Wan2.1's VAE
               (z_dim 16, 8x spatial, 4x temporal), UniPC flow_shift 3.0
@@ -36,6 +37,9 @@ downloaded from the Hub), as gen_flux_fixtures.py trains T5's.
   <run>_noise, <run>_step<i> (latents after scheduler step i), <run>_frames [F, H, W, 3] in
       [0, 1] (output_type "np"), and for image runs <run>_image_in [1, 3, H, W] in [-1, 1]
       (the preprocessed image)
+  resize_out [1, 3, 32, 32]: VideoProcessor.preprocess of resize_input.png (50x38, so Pillow's
+      Lanczos resize runs both ways) at 32x32, as an I2V request of another size is prepared
+      (i2v_a14b only)
 
 Install: the pins of scripts/golden/requirements.txt, then
     pip install --no-deps -r scripts/golden/requirements-diffusion.txt \
@@ -89,13 +93,26 @@ def make_text_encoder(tok):
         eos_token_id=1, decoder_start_token_id=0))
 
 
+def randomize_norms(module, seed):
+    """Norm weights start at 1 and biases at 0, which would let a mistake in applying them
+    pass: draw them around those values instead."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if "norm" in name:
+                base = 1.0 if name.endswith("weight") else 0.0
+                p.copy_(base + 0.2 * torch.randn(p.shape, generator=g))
+
+
 def make_transformer(seed, in_channels, out_channels):
     torch.manual_seed(seed)
-    return WanTransformer3DModel(
+    t = WanTransformer3DModel(
         patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12,
         in_channels=in_channels, out_channels=out_channels, text_dim=32, freq_dim=256,
         ffn_dim=32, num_layers=2, cross_attn_norm=True, qk_norm="rms_norm_across_heads",
         rope_max_seq_len=32)
+    randomize_norms(t, 100 + seed)
+    return t
 
 
 def make_vae(z_dim, residual):
@@ -253,6 +270,10 @@ def generate(kind, size, runs):
     scheduler_refs(pipe, ref)
     boundary = pipe.config.boundary_ratio
     info["boundary_timestep"] = None if boundary is None else boundary * 1000
+    if kind == "i2v_a14b":
+        img = test_image(64).resize((50, 38), Image.BICUBIC)
+        img.save(out / "resize_input.png")
+        ref["resize_out"] = pipe.video_processor.preprocess(img, height=32, width=32)
     for run, image_run, kw in runs:
         p = pipe
         if image_run and not isinstance(pipe, WanImageToVideoPipeline):

@@ -19,112 +19,22 @@ constexpr float kNormEps = 1e-6f;
 constexpr int64_t kTimeChannels = 256;
 constexpr double kRopeTheta = 10000.0;
 
-Result<Dense> dense(const models::Component& c, const std::string& prefix, int64_t n, int64_t k) {
-  Dense d;
-  QS_ASSIGN_OR_RETURN(d.w, c.linear(prefix, n, k, &d.b));
-  return d;
-}
-
-Result<FluxEmbedder> embedder(const models::Component& c, const std::string& prefix, int64_t in,
-                              int64_t d) {
-  FluxEmbedder e;
-  QS_ASSIGN_OR_RETURN(e.l1, dense(c, prefix + ".linear_1", d, in));
-  QS_ASSIGN_OR_RETURN(e.l2, dense(c, prefix + ".linear_2", d, d));
-  return e;
-}
-
-Status run(const Dense& d, const float* x, int64_t m, float* y, ThreadPool& pool) {
-  return ops::linear(x, m, d.w, d.b.data(), y, pool);
-}
-
-Status run_embedder(const FluxEmbedder& e, const float* x, int64_t m, float* y, ThreadPool& pool) {
-  std::vector<float> h(static_cast<size_t>(m * e.l1.w.rows()));
-  QS_RETURN_IF_ERROR(run(e.l1, x, m, h.data(), pool));
-  ops::silu(h.data(), static_cast<int64_t>(h.size()));
-  return run(e.l2, h.data(), m, y, pool);
-}
-
-// get_timestep_embedding(t * 1000, 256, flip_sin_to_cos=True), in f32 as diffusers computes it.
-void time_proj(const float* t, int64_t batch, float* out) {
-  const int64_t half = kTimeChannels / 2;
-  const float log_period = static_cast<float>(-std::log(10000.0));
-  for (int64_t b = 0; b < batch; ++b) {
-    const float ts = t[b] * 1000.0f;
-    for (int64_t i = 0; i < half; ++i) {
-      const float freq = std::exp(log_period * static_cast<float>(i) / static_cast<float>(half));
-      const float arg = ts * freq;
-      out[b * kTimeChannels + i] = std::cos(arg);
-      out[b * kTimeChannels + half + i] = std::sin(arg);
-    }
-  }
-}
-
-// x[b, r, :] = LayerNorm(x[b, r, :]) * (1 + scale[b]) + shift[b] for `rows` rows per batch
-// item; shift and scale are rows of a modulation vector with stride `mod_stride`.
-void modulate(float* x, int64_t batch, int64_t rows, int64_t d, const float* shift,
-              const float* scale, int64_t mod_stride) {
-  ops::layer_norm(x, batch * rows, d, nullptr, nullptr, kNormEps, x);
-  for (int64_t b = 0; b < batch; ++b) {
-    const float* sh = shift + b * mod_stride;
-    const float* sc = scale + b * mod_stride;
-    for (int64_t r = 0; r < rows; ++r) {
-      float* xr = x + (b * rows + r) * d;
-      for (int64_t j = 0; j < d; ++j) xr[j] = xr[j] * (1.0f + sc[j]) + sh[j];
-    }
-  }
-}
-
-// y[b, r, :] += gate[b] * a[b, r, :].
-void gated_add(float* y, const float* a, int64_t batch, int64_t rows, int64_t d, const float* gate,
-               int64_t mod_stride) {
-  for (int64_t b = 0; b < batch; ++b) {
-    const float* g = gate + b * mod_stride;
-    for (int64_t r = 0; r < rows; ++r) {
-      float* yr = y + (b * rows + r) * d;
-      const float* ar = a + (b * rows + r) * d;
-      for (int64_t j = 0; j < d; ++j) yr[j] += g[j] * ar[j];
-    }
-  }
-}
-
-// FluxPosEmbed: per axis a of dim d_a, pair i turns by pos_a * theta^(-2i / d_a) (float64,
-// as diffusers on CPU), axes concatenated. ids: [n, 3]; cos, sin: [n, head_dim / 2].
-void rope_tables(const float* ids, int64_t n, const std::vector<int64_t>& axes,
-                 std::vector<float>* cos, std::vector<float>* sin) {
-  int64_t half = 0;
-  for (int64_t d : axes) half += d / 2;
-  cos->assign(static_cast<size_t>(n * half), 0.0f);
-  sin->assign(static_cast<size_t>(n * half), 0.0f);
-  for (int64_t t = 0; t < n; ++t) {
-    int64_t p = 0;
-    for (size_t a = 0; a < axes.size(); ++a) {
-      const double pos = ids[t * 3 + static_cast<int64_t>(a)];
-      for (int64_t i = 0; i < axes[a] / 2; ++i, ++p) {
-        const double freq =
-            1.0 / std::pow(kRopeTheta, static_cast<double>(2 * i) / static_cast<double>(axes[a]));
-        (*cos)[t * half + p] = static_cast<float>(std::cos(pos * freq));
-        (*sin)[t * half + p] = static_cast<float>(std::sin(pos * freq));
-      }
-    }
-  }
-}
-
 Status load_attention(const models::Component& c, const std::string& p, const FluxConfig& cfg,
                       bool joint, FluxAttentionWeights* a) {
   const int64_t d = cfg.inner_dim(), hd = cfg.attention_head_dim;
-  QS_ASSIGN_OR_RETURN(a->q, dense(c, p + ".to_q", d, d));
-  QS_ASSIGN_OR_RETURN(a->k, dense(c, p + ".to_k", d, d));
-  QS_ASSIGN_OR_RETURN(a->v, dense(c, p + ".to_v", d, d));
+  QS_ASSIGN_OR_RETURN(a->q, load_dense(c, p + ".to_q", d, d));
+  QS_ASSIGN_OR_RETURN(a->k, load_dense(c, p + ".to_k", d, d));
+  QS_ASSIGN_OR_RETURN(a->v, load_dense(c, p + ".to_v", d, d));
   QS_ASSIGN_OR_RETURN(a->norm_q, c.f32(p + ".norm_q.weight", {hd}));
   QS_ASSIGN_OR_RETURN(a->norm_k, c.f32(p + ".norm_k.weight", {hd}));
   if (!joint) return ok_status();
-  QS_ASSIGN_OR_RETURN(a->add_q, dense(c, p + ".add_q_proj", d, d));
-  QS_ASSIGN_OR_RETURN(a->add_k, dense(c, p + ".add_k_proj", d, d));
-  QS_ASSIGN_OR_RETURN(a->add_v, dense(c, p + ".add_v_proj", d, d));
+  QS_ASSIGN_OR_RETURN(a->add_q, load_dense(c, p + ".add_q_proj", d, d));
+  QS_ASSIGN_OR_RETURN(a->add_k, load_dense(c, p + ".add_k_proj", d, d));
+  QS_ASSIGN_OR_RETURN(a->add_v, load_dense(c, p + ".add_v_proj", d, d));
   QS_ASSIGN_OR_RETURN(a->norm_add_q, c.f32(p + ".norm_added_q.weight", {hd}));
   QS_ASSIGN_OR_RETURN(a->norm_add_k, c.f32(p + ".norm_added_k.weight", {hd}));
-  QS_ASSIGN_OR_RETURN(a->out, dense(c, p + ".to_out.0", d, d));
-  QS_ASSIGN_OR_RETURN(a->add_out, dense(c, p + ".to_add_out", d, d));
+  QS_ASSIGN_OR_RETURN(a->out, load_dense(c, p + ".to_out.0", d, d));
+  QS_ASSIGN_OR_RETURN(a->add_out, load_dense(c, p + ".to_add_out", d, d));
   return ok_status();
 }
 
@@ -190,39 +100,40 @@ Result<FluxTransformer> FluxTransformer::load(const std::string& dir) {
   QS_ASSIGN_OR_RETURN(t.config_, read_flux_config(c));
   const FluxConfig& f = t.config_;
   const int64_t d = f.inner_dim();
-  QS_ASSIGN_OR_RETURN(t.x_embedder_, dense(c, "x_embedder", d, f.in_channels));
-  QS_ASSIGN_OR_RETURN(t.context_embedder_, dense(c, "context_embedder", d, f.joint_attention_dim));
+  QS_ASSIGN_OR_RETURN(t.x_embedder_, load_dense(c, "x_embedder", d, f.in_channels));
+  QS_ASSIGN_OR_RETURN(t.context_embedder_,
+                      load_dense(c, "context_embedder", d, f.joint_attention_dim));
   QS_ASSIGN_OR_RETURN(t.time_embed_,
-                      embedder(c, "time_text_embed.timestep_embedder", kTimeChannels, d));
+                      load_mlp_embedder(c, "time_text_embed.timestep_embedder", kTimeChannels, d));
   if (f.guidance_embeds) {
-    QS_ASSIGN_OR_RETURN(t.guidance_embed_,
-                        embedder(c, "time_text_embed.guidance_embedder", kTimeChannels, d));
+    QS_ASSIGN_OR_RETURN(t.guidance_embed_, load_mlp_embedder(c, "time_text_embed.guidance_embedder",
+                                                             kTimeChannels, d));
   }
-  QS_ASSIGN_OR_RETURN(t.text_embed_,
-                      embedder(c, "time_text_embed.text_embedder", f.pooled_projection_dim, d));
+  QS_ASSIGN_OR_RETURN(t.text_embed_, load_mlp_embedder(c, "time_text_embed.text_embedder",
+                                                       f.pooled_projection_dim, d));
   for (int64_t i = 0; i < f.num_layers; ++i) {
     const std::string p = "transformer_blocks." + std::to_string(i);
     FluxDoubleBlock b;
-    QS_ASSIGN_OR_RETURN(b.norm1, dense(c, p + ".norm1.linear", 6 * d, d));
-    QS_ASSIGN_OR_RETURN(b.norm1_context, dense(c, p + ".norm1_context.linear", 6 * d, d));
+    QS_ASSIGN_OR_RETURN(b.norm1, load_dense(c, p + ".norm1.linear", 6 * d, d));
+    QS_ASSIGN_OR_RETURN(b.norm1_context, load_dense(c, p + ".norm1_context.linear", 6 * d, d));
     QS_RETURN_IF_ERROR(load_attention(c, p + ".attn", f, true, &b.attn));
-    QS_ASSIGN_OR_RETURN(b.ff_in, dense(c, p + ".ff.net.0.proj", 4 * d, d));
-    QS_ASSIGN_OR_RETURN(b.ff_out, dense(c, p + ".ff.net.2", d, 4 * d));
-    QS_ASSIGN_OR_RETURN(b.ff_ctx_in, dense(c, p + ".ff_context.net.0.proj", 4 * d, d));
-    QS_ASSIGN_OR_RETURN(b.ff_ctx_out, dense(c, p + ".ff_context.net.2", d, 4 * d));
+    QS_ASSIGN_OR_RETURN(b.ff_in, load_dense(c, p + ".ff.net.0.proj", 4 * d, d));
+    QS_ASSIGN_OR_RETURN(b.ff_out, load_dense(c, p + ".ff.net.2", d, 4 * d));
+    QS_ASSIGN_OR_RETURN(b.ff_ctx_in, load_dense(c, p + ".ff_context.net.0.proj", 4 * d, d));
+    QS_ASSIGN_OR_RETURN(b.ff_ctx_out, load_dense(c, p + ".ff_context.net.2", d, 4 * d));
     t.double_blocks_.push_back(std::move(b));
   }
   for (int64_t i = 0; i < f.num_single_layers; ++i) {
     const std::string p = "single_transformer_blocks." + std::to_string(i);
     FluxSingleBlock b;
-    QS_ASSIGN_OR_RETURN(b.norm, dense(c, p + ".norm.linear", 3 * d, d));
+    QS_ASSIGN_OR_RETURN(b.norm, load_dense(c, p + ".norm.linear", 3 * d, d));
     QS_RETURN_IF_ERROR(load_attention(c, p + ".attn", f, false, &b.attn));
-    QS_ASSIGN_OR_RETURN(b.proj_mlp, dense(c, p + ".proj_mlp", 4 * d, d));
-    QS_ASSIGN_OR_RETURN(b.proj_out, dense(c, p + ".proj_out", d, 5 * d));
+    QS_ASSIGN_OR_RETURN(b.proj_mlp, load_dense(c, p + ".proj_mlp", 4 * d, d));
+    QS_ASSIGN_OR_RETURN(b.proj_out, load_dense(c, p + ".proj_out", d, 5 * d));
     t.single_blocks_.push_back(std::move(b));
   }
-  QS_ASSIGN_OR_RETURN(t.norm_out_, dense(c, "norm_out.linear", 2 * d, d));
-  QS_ASSIGN_OR_RETURN(t.proj_out_, dense(c, "proj_out", f.out_channels, d));
+  QS_ASSIGN_OR_RETURN(t.norm_out_, load_dense(c, "norm_out.linear", 2 * d, d));
+  QS_ASSIGN_OR_RETURN(t.proj_out_, load_dense(c, "proj_out", f.out_channels, d));
   return t;
 }
 
@@ -242,14 +153,17 @@ Status FluxTransformer::forward(const FluxInputs& in, float* out, ThreadPool& po
 
   // CombinedTimestep(Guidance)TextProjEmbeddings: temb = t_emb (+ g_emb) + text_emb.
   std::vector<float> proj(static_cast<size_t>(B * kTimeChannels)), temb(B * d), tmp(B * d);
-  time_proj(in.timestep, B, proj.data());
-  QS_RETURN_IF_ERROR(run_embedder(time_embed_, proj.data(), B, temb.data(), pool));
+  timestep_embedding(in.timestep, B, kTimeChannels, 1000.0f, proj.data());
+  QS_RETURN_IF_ERROR(
+      run_mlp_embedder(time_embed_, EmbedderAct::kSilu, proj.data(), B, temb.data(), pool));
   if (f.guidance_embeds) {
-    time_proj(in.guidance, B, proj.data());
-    QS_RETURN_IF_ERROR(run_embedder(guidance_embed_, proj.data(), B, tmp.data(), pool));
+    timestep_embedding(in.guidance, B, kTimeChannels, 1000.0f, proj.data());
+    QS_RETURN_IF_ERROR(
+        run_mlp_embedder(guidance_embed_, EmbedderAct::kSilu, proj.data(), B, tmp.data(), pool));
     ops::add_inplace(temb.data(), tmp.data(), B * d);
   }
-  QS_RETURN_IF_ERROR(run_embedder(text_embed_, in.pooled, B, tmp.data(), pool));
+  QS_RETURN_IF_ERROR(
+      run_mlp_embedder(text_embed_, EmbedderAct::kSilu, in.pooled, B, tmp.data(), pool));
   ops::add_inplace(temb.data(), tmp.data(), B * d);
   std::vector<float> act(temb);  // SiLU(temb), the input of every modulation linear
   ops::silu(act.data(), B * d);
@@ -257,11 +171,11 @@ Status FluxTransformer::forward(const FluxInputs& in, float* out, ThreadPool& po
   std::vector<float> cos, sin, ids(static_cast<size_t>(s * 3));
   std::copy(in.txt_ids, in.txt_ids + nt * 3, ids.begin());
   std::copy(in.img_ids, in.img_ids + ni * 3, ids.begin() + nt * 3);
-  rope_tables(ids.data(), s, f.axes_dims_rope, &cos, &sin);
+  axial_rope_tables(ids.data(), s, f.axes_dims_rope, kRopeTheta, &cos, &sin);
 
   std::vector<float> img(B * ni * d), txt(B * nt * d);
-  QS_RETURN_IF_ERROR(run(x_embedder_, in.img, B * ni, img.data(), pool));
-  if (nt > 0) QS_RETURN_IF_ERROR(run(context_embedder_, in.txt, B * nt, txt.data(), pool));
+  QS_RETURN_IF_ERROR(run_dense(x_embedder_, in.img, B * ni, img.data(), pool));
+  if (nt > 0) QS_RETURN_IF_ERROR(run_dense(context_embedder_, in.txt, B * nt, txt.data(), pool));
 
   // Joint buffers [B, s, d], text rows first, as diffusers concatenates them.
   std::vector<float> q(B * s * d), k(B * s * d), v(B * s * d), att(B * s * d);
@@ -272,7 +186,7 @@ Status FluxTransformer::forward(const FluxInputs& in, float* out, ThreadPool& po
   // buffer, with the per-head RMSNorm.
   auto project = [&](const Dense& w, const std::vector<float>* norm, const float* x, int64_t rows,
                      int64_t row0, float* joint) -> Status {
-    QS_RETURN_IF_ERROR(run(w, x, B * rows, part.data(), pool));
+    QS_RETURN_IF_ERROR(run_dense(w, x, B * rows, part.data(), pool));
     if (norm) ops::rms_norm(part.data(), B * rows * h, hd, norm->data(), kNormEps, part.data());
     for (int64_t b = 0; b < B; ++b) {
       std::copy(part.begin() + b * rows * d, part.begin() + (b + 1) * rows * d,
@@ -290,22 +204,22 @@ Status FluxTransformer::forward(const FluxInputs& in, float* out, ThreadPool& po
   auto feed_forward = [&](const Dense& w_in, const Dense& w_out, float* x, float* nx, int64_t rows,
                           const float* m) -> Status {
     std::copy(x, x + B * rows * d, nx);
-    modulate(nx, B, rows, d, m + 3 * d, m + 4 * d, 6 * d);
-    QS_RETURN_IF_ERROR(run(w_in, nx, B * rows, ff.data(), pool));
+    modulate(nx, B, rows, d, m + 3 * d, m + 4 * d, 6 * d, kNormEps);
+    QS_RETURN_IF_ERROR(run_dense(w_in, nx, B * rows, ff.data(), pool));
     ops::gelu_tanh(ff.data(), B * rows * 4 * d);
-    QS_RETURN_IF_ERROR(run(w_out, ff.data(), B * rows, part.data(), pool));
+    QS_RETURN_IF_ERROR(run_dense(w_out, ff.data(), B * rows, part.data(), pool));
     gated_add(x, part.data(), B, rows, d, m + 5 * d, 6 * d);
     return ok_status();
   };
 
   for (const FluxDoubleBlock& blk : double_blocks_) {
     // AdaLayerNormZero: shift, scale, gate (attention), shift, scale, gate (MLP).
-    QS_RETURN_IF_ERROR(run(blk.norm1, act.data(), B, mod.data(), pool));
-    QS_RETURN_IF_ERROR(run(blk.norm1_context, act.data(), B, mod_c.data(), pool));
+    QS_RETURN_IF_ERROR(run_dense(blk.norm1, act.data(), B, mod.data(), pool));
+    QS_RETURN_IF_ERROR(run_dense(blk.norm1_context, act.data(), B, mod_c.data(), pool));
     std::copy(img.begin(), img.end(), n_img.begin());
-    modulate(n_img.data(), B, ni, d, mod.data(), mod.data() + d, 6 * d);
+    modulate(n_img.data(), B, ni, d, mod.data(), mod.data() + d, 6 * d, kNormEps);
     std::copy(txt.begin(), txt.end(), n_txt.begin());
-    if (nt > 0) modulate(n_txt.data(), B, nt, d, mod_c.data(), mod_c.data() + d, 6 * d);
+    if (nt > 0) modulate(n_txt.data(), B, nt, d, mod_c.data(), mod_c.data() + d, 6 * d, kNormEps);
     const FluxAttentionWeights& a = blk.attn;
     QS_RETURN_IF_ERROR(project(a.q, &a.norm_q, n_img.data(), ni, nt, q.data()));
     QS_RETURN_IF_ERROR(project(a.k, &a.norm_k, n_img.data(), ni, nt, k.data()));
@@ -318,13 +232,13 @@ Status FluxTransformer::forward(const FluxInputs& in, float* out, ThreadPool& po
     QS_RETURN_IF_ERROR(
         joint_attention(f, q.data(), k.data(), v.data(), B, s, cos, sin, att.data(), pool));
     gather(att.data(), ni, nt, n_img.data());
-    QS_RETURN_IF_ERROR(run(a.out, n_img.data(), B * ni, part.data(), pool));
+    QS_RETURN_IF_ERROR(run_dense(a.out, n_img.data(), B * ni, part.data(), pool));
     gated_add(img.data(), part.data(), B, ni, d, mod.data() + 2 * d, 6 * d);
     QS_RETURN_IF_ERROR(
         feed_forward(blk.ff_in, blk.ff_out, img.data(), n_img.data(), ni, mod.data()));
     if (nt > 0) {
       gather(att.data(), nt, 0, n_txt.data());
-      QS_RETURN_IF_ERROR(run(a.add_out, n_txt.data(), B * nt, part.data(), pool));
+      QS_RETURN_IF_ERROR(run_dense(a.add_out, n_txt.data(), B * nt, part.data(), pool));
       gated_add(txt.data(), part.data(), B, nt, d, mod_c.data() + 2 * d, 6 * d);
       QS_RETURN_IF_ERROR(
           feed_forward(blk.ff_ctx_in, blk.ff_ctx_out, txt.data(), n_txt.data(), nt, mod_c.data()));
@@ -340,31 +254,31 @@ Status FluxTransformer::forward(const FluxInputs& in, float* out, ThreadPool& po
   }
   for (const FluxSingleBlock& blk : single_blocks_) {
     // AdaLayerNormZeroSingle: shift, scale, gate.
-    QS_RETURN_IF_ERROR(run(blk.norm, act.data(), B, mod.data(), pool));
+    QS_RETURN_IF_ERROR(run_dense(blk.norm, act.data(), B, mod.data(), pool));
     std::copy(x.begin(), x.end(), nx.begin());
-    modulate(nx.data(), B, s, d, mod.data(), mod.data() + d, 3 * d);
+    modulate(nx.data(), B, s, d, mod.data(), mod.data() + d, 3 * d, kNormEps);
     const FluxAttentionWeights& a = blk.attn;
     QS_RETURN_IF_ERROR(project(a.q, &a.norm_q, nx.data(), s, 0, q.data()));
     QS_RETURN_IF_ERROR(project(a.k, &a.norm_k, nx.data(), s, 0, k.data()));
     QS_RETURN_IF_ERROR(project(a.v, nullptr, nx.data(), s, 0, v.data()));
     QS_RETURN_IF_ERROR(
         joint_attention(f, q.data(), k.data(), v.data(), B, s, cos, sin, att.data(), pool));
-    QS_RETURN_IF_ERROR(run(blk.proj_mlp, nx.data(), B * s, ff.data(), pool));
+    QS_RETURN_IF_ERROR(run_dense(blk.proj_mlp, nx.data(), B * s, ff.data(), pool));
     ops::gelu_tanh(ff.data(), B * s * 4 * d);
     // proj_out(cat([attn, mlp], dim=-1)).
     for (int64_t r = 0; r < B * s; ++r) {
       std::copy(att.begin() + r * d, att.begin() + (r + 1) * d, cat.begin() + r * 5 * d);
       std::copy(ff.begin() + r * 4 * d, ff.begin() + (r + 1) * 4 * d, cat.begin() + r * 5 * d + d);
     }
-    QS_RETURN_IF_ERROR(run(blk.proj_out, cat.data(), B * s, part.data(), pool));
+    QS_RETURN_IF_ERROR(run_dense(blk.proj_out, cat.data(), B * s, part.data(), pool));
     gated_add(x.data(), part.data(), B, s, d, mod.data() + 2 * d, 3 * d);
   }
 
   // AdaLayerNormContinuous: scale, shift (in that order), then proj_out on the image rows.
-  QS_RETURN_IF_ERROR(run(norm_out_, act.data(), B, mod.data(), pool));
+  QS_RETURN_IF_ERROR(run_dense(norm_out_, act.data(), B, mod.data(), pool));
   gather(x.data(), ni, nt, n_img.data());
-  modulate(n_img.data(), B, ni, d, mod.data() + d, mod.data(), 2 * d);
-  return run(proj_out_, n_img.data(), B * ni, out, pool);
+  modulate(n_img.data(), B, ni, d, mod.data() + d, mod.data(), 2 * d, kNormEps);
+  return run_dense(proj_out_, n_img.data(), B * ni, out, pool);
 }
 
 std::vector<FluxTensorSpec> flux_tensor_specs(const FluxConfig& f) {

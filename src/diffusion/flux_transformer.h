@@ -12,8 +12,8 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "diffusion/dit_common.h"
 #include "models/component.h"
-#include "ops/linear.h"
 
 namespace qs::diffusion {
 
@@ -31,18 +31,6 @@ struct FluxConfig {
   bool guidance_embeds = true;          // dev: true, schnell: false
   std::vector<int64_t> axes_dims_rope = {16, 56, 56};
   int64_t inner_dim() const { return attention_head_dim * num_attention_heads; }
-};
-
-// A Linear with its bias: y = x W^T + b.
-struct Dense {
-  ops::LinearWeight w;   // [n, k]
-  std::vector<float> b;  // [n]
-};
-
-// linear_1 -> SiLU -> linear_2 (TimestepEmbedding, PixArtAlphaTextProjection).
-struct FluxEmbedder {
-  Dense l1;  // [inner, in]
-  Dense l2;  // [inner, inner]
 };
 
 struct FluxAttentionWeights {
@@ -94,7 +82,7 @@ class FluxTransformer {
   FluxConfig config_;
   models::Component weights_;  // keeps the mapped files alive
   Dense x_embedder_, context_embedder_;
-  FluxEmbedder time_embed_, guidance_embed_, text_embed_;
+  MlpEmbedder time_embed_, guidance_embed_, text_embed_;  // linear_1 -> SiLU -> linear_2
   std::vector<FluxDoubleBlock> double_blocks_;
   std::vector<FluxSingleBlock> single_blocks_;
   Dense norm_out_, proj_out_;  // norm_out_: [2 inner, inner]: scale, shift
