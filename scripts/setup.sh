@@ -10,7 +10,7 @@ PACKAGES=(build-essential cmake pkg-config git nlohmann-json3-dev libpcre2-dev l
           python3-venv python3-dev libpng-dev libsndfile1-dev libsoxr-dev libfftw3-dev
           zlib1g-dev libjpeg62-turbo-dev libwebp-dev libavformat-dev libavcodec-dev
           libswscale-dev libswresample-dev libavutil-dev libopenmpi-dev openmpi-bin
-          libhwy-dev)
+          libhwy-dev ffmpeg)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
