@@ -10,7 +10,7 @@ freq_dim 256, ffn_dim 32, 2 layers, cross_attn_norm, q/k RMSNorm across heads, r
 that more of the code runs: frames of 32x32 (t2v, i2v) and 64x64 (ti2v) so that a frame has 2x2
 transformer tokens and the 3-D rotary positions vary along every axis; 4 steps so that both
 experts of A14B run; latents_mean/latents_std drawn at random instead of 0/1 so that the
-de-normalisation is checked; the transformers' norm weights and biases drawn around 1 and 0
+de-normalisation is checked; the transformers' and UMT5's norm weights (and biases) drawn around 1 and 0
 (they start at exactly 1 and 0); guidance_scale_2 distinct from guidance_scale.
 
   t2v_a14b/   WanPipeline, transformer + transformer_2 (boundary_ratio 0.875), Wan2.1's VAE
@@ -26,7 +26,7 @@ downloaded from the Hub), as gen_flux_fixtures.py trains T5's.
 
 <name>/reference.safetensors holds what diffusers/transformers compute (float32) and
 <name>/reference.json the prompts and settings:
-  umt5_ids [P, L] i32, umt5_mask [P, L] i32, umt5_hidden [P, L, 32]  (last_hidden_state with the
+  umt5_ids [P, L] i32 (the third prompt shorter than L), umt5_mask [P, L] i32, umt5_hidden [P, L, 32]  (last_hidden_state with the
       attention mask, as the pipeline calls it), umt5_embeds [P, L, 32] (what the pipeline passes
       on: positions past the prompt zeroed)
   xf_hidden_in [1, C, T, H, W], xf_timestep [1] or [1, seq], xf_text_in [1, L, 32], xf_out
@@ -71,6 +71,7 @@ OUT_DIR = REPO / "tests" / "golden" / "fixtures" / "wan"
 PROMPTS = [
     "a photograph of an astronaut riding a horse",
     "A Cat wearing a small hat, studio lighting!",
+    "a cat",  # shorter than MAX_LEN: the attention mask and the zeroed rows
 ]
 NEGATIVE_PROMPT = "blurry, low quality, watermark"
 MAX_LEN = 16
@@ -86,11 +87,13 @@ def make_tokenizer():
 def make_text_encoder(tok):
     torch.manual_seed(0)
     # UMT5: every layer has its own relative-position bias (T5 has it in the first only).
-    return UMT5EncoderModel(UMT5Config(
+    te = UMT5EncoderModel(UMT5Config(
         vocab_size=len(tok), d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4,
         relative_attention_num_buckets=8, relative_attention_max_distance=20,
         feed_forward_proj="gated-gelu", layer_norm_epsilon=1e-6, pad_token_id=0,
         eos_token_id=1, decoder_start_token_id=0))
+    randomize_norms(te, 99)
+    return te
 
 
 def randomize_norms(module, seed):
