@@ -1,6 +1,8 @@
-// quant: `quantize` on a diffusers pipeline directory (see pipeline.h). The transformer's
-// blocks are planned like an LLM's decoder blocks (pipeline_plan.cc) and written through the
-// same streaming export (pipeline.cc); the other components are carried over unchanged.
+// quant: `quantize` on a diffusers pipeline directory (see pipeline.h): FLUX.1's transformer,
+// Wan2.2's (both experts of A14B). Each transformer's blocks are planned like an LLM's decoder
+// blocks (pipeline_plan.cc) and written through the same streaming export (pipeline.cc); the other
+// components are carried over unchanged.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -16,8 +18,19 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// FluxTransformer2DModel's block lists, as auto-round's FLUX export names them.
-const std::vector<std::string> kFluxBlocks = {"transformer_blocks", "single_transformer_blocks"};
+// The block lists of each diffusion transformer class, as auto-round's export names them:
+// FluxTransformer2DModel's two kinds of blocks, WanTransformer3DModel's one.
+Result<std::vector<std::string>> transformer_blocks(const json& config, const fs::path& dir) {
+  const std::string cls =
+      config.is_object() && config.contains("_class_name") && config["_class_name"].is_string()
+          ? config["_class_name"].get<std::string>()
+          : std::string();
+  if (cls == "FluxTransformer2DModel")
+    return std::vector<std::string>{"transformer_blocks", "single_transformer_blocks"};
+  if (cls == "WanTransformer3DModel") return std::vector<std::string>{"blocks"};
+  return unimplemented(dir.string() + "/config.json: _class_name \"" + cls +
+                       "\" (quantize knows FluxTransformer2DModel and WanTransformer3DModel)");
+}
 
 // A component copied into the staged output: files hard-linked when source and target share a
 // filesystem (a real T5 encoder is 9 GB), copied otherwise. A Hugging Face cache snapshot holds
@@ -67,63 +80,96 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& o, const Progre
         std::string(io::export_format_name(o.format)));
   }
   const fs::path src(o.model_dir);
-  const fs::path transformer = src / "transformer";
   QS_ASSIGN_OR_RETURN(json index, read_json((src / "model_index.json").string()));
-  if (!index.is_object() || !index.contains("transformer")) {
+  if (!index.is_object()) {
+    return invalid_argument((src / "model_index.json").string() + ": not an object");
+  }
+  // The denoisers: `transformer`, and Wan2.2 A14B's second expert `transformer_2` (diffusers
+  // writes [null, null] for an absent optional component).
+  std::vector<std::string> names;
+  for (const char* name : {"transformer", "transformer_2"}) {
+    if (index.contains(name) && index[name].is_array() && !index[name].empty() &&
+        !index[name][0].is_null()) {
+      names.push_back(name);
+    }
+  }
+  if (names.empty()) {
     return invalid_argument((src / "model_index.json").string() + " names no transformer");
   }
-  QS_ASSIGN_OR_RETURN(json config, read_json((transformer / "config.json").string()));
-  if (!config.is_object())
-    return invalid_argument(transformer.string() + "/config.json: not an object");
-  if (config.contains("quantization_config") ||
-      fs::exists(transformer / "quantization_config.json")) {
-    return invalid_argument(transformer.string() +
-                            " is already quantized (quantization_config present)");
+  struct Denoiser {
+    std::string name;
+    json config;
+    std::vector<std::string> blocks;
+    std::string base;
+    io::Checkpoint ckpt;
+    QuantPlan plan;
+  };
+  std::vector<Denoiser> denoisers;
+  for (const std::string& name : names) {
+    const fs::path dir = src / name;
+    Denoiser d;
+    d.name = name;
+    QS_ASSIGN_OR_RETURN(d.config, read_json((dir / "config.json").string()));
+    if (!d.config.is_object())
+      return invalid_argument(dir.string() + "/config.json: not an object");
+    if (d.config.contains("quantization_config") || fs::exists(dir / "quantization_config.json")) {
+      return invalid_argument(dir.string() + " is already quantized (quantization_config present)");
+    }
+    QS_ASSIGN_OR_RETURN(d.blocks, transformer_blocks(d.config, dir));
+    d.base = io::Checkpoint::base_name(dir.string());
+    QS_ASSIGN_OR_RETURN(d.ckpt, io::Checkpoint::open(dir.string(), d.base));
+    PlanTarget target;
+    target.blocks = d.blocks;
+    for (const std::string& tensor : d.ckpt.names()) {
+      const Tensor t = d.ckpt.get(tensor).value();
+      if (t.shape.size() != 2 || !tensor.ends_with(".weight")) continue;
+      target.linears.push_back({tensor.substr(0, tensor.size() - 7), t.shape[0], t.shape[1]});
+    }
+    QS_ASSIGN_OR_RETURN(d.plan, plan_quantization(o, target));
+    denoisers.push_back(std::move(d));
   }
-  const std::string base = io::Checkpoint::base_name(transformer.string());
-  QS_ASSIGN_OR_RETURN(io::Checkpoint ckpt, io::Checkpoint::open(transformer.string(), base));
-
-  PlanTarget target;
-  target.blocks = kFluxBlocks;
-  for (const std::string& name : ckpt.names()) {
-    const Tensor t = ckpt.get(name).value();
-    if (t.shape.size() != 2 || !name.ends_with(".weight")) continue;
-    target.linears.push_back({name.substr(0, name.size() - 7), t.shape[0], t.shape[1]});
-  }
-  QS_ASSIGN_OR_RETURN(QuantPlan plan, plan_quantization(o, target));
   QS_ASSIGN_OR_RETURN(StagedOutput out, StagedOutput::begin(o.output_dir, o.overwrite));
 
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(src, ec)) {
-    if (e.path().filename() == "transformer") continue;
+    const std::string top = e.path().filename().string();
+    if (std::find(names.begin(), names.end(), top) != names.end()) continue;
     QS_RETURN_IF_ERROR(carry_over(e.path(), fs::path(out.dir()) / e.path().filename()));
   }
   if (ec) return io_error("cannot list " + src.string() + ": " + ec.message());
-  const fs::path out_transformer = fs::path(out.dir()) / "transformer";
-  fs::create_directories(out_transformer, ec);
-  if (ec) return io_error("cannot create " + out_transformer.string() + ": " + ec.message());
-  for (const auto& e : fs::directory_iterator(transformer, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name == "config.json" || is_weight_file(name, base)) continue;
-    QS_RETURN_IF_ERROR(carry_over(e.path(), out_transformer / name));
-  }
 
   QuantizeSummary summary;
-  TunedModel none;
-  QS_RETURN_IF_ERROR(export_weights(ckpt, base, kFluxBlocks, o, plan, &none,
-                                    out_transformer.string(), progress, cancelled, &summary));
-  config["quantization_config"] = plan.quantization_config;
-  QS_RETURN_IF_ERROR(write_json((out_transformer / "config.json").string(), config));
-  QS_RETURN_IF_ERROR(write_json((out_transformer / "quantization_config.json").string(),
-                                plan.quantization_config));
+  for (Denoiser& d : denoisers) {
+    const fs::path in_dir = src / d.name;
+    const fs::path out_dir = fs::path(out.dir()) / d.name;
+    fs::create_directories(out_dir, ec);
+    if (ec) return io_error("cannot create " + out_dir.string() + ": " + ec.message());
+    for (const auto& e : fs::directory_iterator(in_dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name == "config.json" || is_weight_file(name, d.base)) continue;
+      QS_RETURN_IF_ERROR(carry_over(e.path(), out_dir / name));
+    }
+    TunedModel none;
+    QS_RETURN_IF_ERROR(export_weights(d.ckpt, d.base, d.blocks, o, d.plan, &none, out_dir.string(),
+                                      progress, cancelled, &summary));
+    d.config["quantization_config"] = d.plan.quantization_config;
+    QS_RETURN_IF_ERROR(write_json((out_dir / "config.json").string(), d.config));
+    QS_RETURN_IF_ERROR(
+        write_json((out_dir / "quantization_config.json").string(), d.plan.quantization_config));
+  }
   if (cancelled && cancelled()) return io_error("interrupted; " + o.output_dir + " left as it was");
   QS_RETURN_IF_ERROR(out.commit());
 
-  for (const LayerPlan& l : plan.layers) {
-    if (!l.quantize) summary.kept.emplace_back(l.module, l.reason);
+  const QuantPlan& plan = denoisers.front().plan;
+  for (const Denoiser& d : denoisers) {
+    for (const LayerPlan& l : d.plan.layers) {
+      const std::string where = denoisers.size() > 1 ? d.name + "." + l.module : l.module;
+      if (!l.quantize) summary.kept.emplace_back(where, l.reason);
+    }
   }
-  summary.scheme = scheme_name(o.spec) + " as auto_round (" + plan.parsed.format() +
-                   "), RTN, transformer of the pipeline";
+  summary.scheme = scheme_name(o.spec) + " as auto_round (" + plan.parsed.format() + "), RTN, " +
+                   (denoisers.size() > 1 ? "both transformers" : "transformer") +
+                   " of the pipeline";
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return summary;
 }
