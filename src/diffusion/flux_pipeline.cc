@@ -11,6 +11,7 @@
 
 #include "core/json.h"
 #include "diffusion/flux_cfg_parallel.h"
+#include "diffusion/pipeline_index.h"
 #include "io/checkpoint.h"
 
 namespace qs::diffusion {
@@ -60,14 +61,11 @@ Result<std::string> tiny_decoder_file(const std::string& dir) {
 
 Result<std::unique_ptr<FluxPipeline>> FluxPipeline::load(const std::string& dir,
                                                          const FluxLoadOptions& options) {
-  QS_ASSIGN_OR_RETURN(nlohmann::json index,
-                      read_json((fs::path(dir) / "model_index.json").string()));
-  if (!index.is_object() || json_string_or(index, "_class_name", "") != "FluxPipeline") {
-    return unimplemented(dir + "/model_index.json: _class_name " +
-                         (index.is_object() && index.contains("_class_name")
-                              ? index["_class_name"].dump()
-                              : std::string("missing")) +
-                         " (only FluxPipeline is supported)");
+  QS_ASSIGN_OR_RETURN(PipelineIndex index, read_pipeline_index(dir));
+  if (index.family != PipelineFamily::kFlux) {
+    return invalid_argument(dir + "/model_index.json: _class_name \"" + index.class_name +
+                            "\" is a " + pipeline_family_name(index.family) +
+                            " pipeline, not FluxPipeline (generate-video runs it)");
   }
   std::unique_ptr<FluxPipeline> p(new FluxPipeline());
   const fs::path d(dir);

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/json.h"
+#include "diffusion/pipeline_index.h"
 #include "io/checkpoint.h"
 #include "quant/pipeline.h"
 #include "quant/staged_output.h"
@@ -80,19 +81,9 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& o, const Progre
         std::string(io::export_format_name(o.format)));
   }
   const fs::path src(o.model_dir);
-  QS_ASSIGN_OR_RETURN(json index, read_json((src / "model_index.json").string()));
-  if (!index.is_object()) {
-    return invalid_argument((src / "model_index.json").string() + ": not an object");
-  }
-  // The denoisers: `transformer`, and Wan2.2 A14B's second expert `transformer_2` (diffusers
-  // writes [null, null] for an absent optional component).
-  std::vector<std::string> names;
-  for (const char* name : {"transformer", "transformer_2"}) {
-    if (index.contains(name) && index[name].is_array() && !index[name].empty() &&
-        !index[name][0].is_null()) {
-      names.push_back(name);
-    }
-  }
+  QS_ASSIGN_OR_RETURN(diffusion::PipelineIndex index, diffusion::read_pipeline_index(src.string()));
+  // The denoisers: `transformer`, and Wan2.2 A14B's second expert `transformer_2`.
+  const std::vector<std::string> names = index.transformers();
   if (names.empty()) {
     return invalid_argument((src / "model_index.json").string() + " names no transformer");
   }

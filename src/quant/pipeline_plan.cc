@@ -290,6 +290,20 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const PlanTarget& 
       return invalid_argument("--layer_config '" + key + "' matches no quantizable layer");
     }
   }
+  // Nothing left to quantize is its own mistake (a model too narrow for the packed formats, a
+  // layer_config that keeps everything): name it with a layer's reason, not the group size.
+  const auto to_quantize = std::find_if(plan.layers.begin(), plan.layers.end(),
+                                        [](const LayerPlan& l) { return l.quantize; });
+  if (to_quantize == plan.layers.end()) {
+    const auto kept_in_block =
+        std::find_if(plan.layers.begin(), plan.layers.end(),
+                     [&](const LayerPlan& l) { return in_a_block(l.module); });
+    return invalid_argument(
+        "no layer is left to quantize" +
+        (kept_in_block != plan.layers.end()
+             ? " (" + kept_in_block->module + ": " + kept_in_block->reason + ", and so on)"
+             : std::string(" (no linear inside the blocks)")));
+  }
   if (!group_fits) {
     return invalid_argument("--group_size " + std::to_string(o.spec.group_size) +
                             " divides the input size of no layer to quantize");
