@@ -298,11 +298,15 @@ Result<QuantPlan> plan_quantization(const QuantizeOptions& o, const PlanTarget& 
     const auto kept_in_block =
         std::find_if(plan.layers.begin(), plan.layers.end(),
                      [&](const LayerPlan& l) { return in_a_block(l.module); });
-    return invalid_argument(
-        "no layer is left to quantize" +
-        (kept_in_block != plan.layers.end()
-             ? " (" + kept_in_block->module + ": " + kept_in_block->reason + ", and so on)"
-             : std::string(" (no linear inside the blocks)")));
+    const bool by_group = kept_in_block != plan.layers.end() &&
+                          kept_in_block->reason.find("group_size") != std::string::npos;
+    if (!by_group) {
+      return invalid_argument(
+          "no layer is left to quantize" +
+          (kept_in_block != plan.layers.end()
+               ? " (" + kept_in_block->module + ": " + kept_in_block->reason + ", and so on)"
+               : std::string(" (no linear inside the blocks)")));
+    }
   }
   if (!group_fits) {
     return invalid_argument("--group_size " + std::to_string(o.spec.group_size) +
