@@ -11,6 +11,7 @@ using Args = std::vector<std::string>;
 
 int cmd_generate(const Args& args);        // cmd_generate.cc
 int cmd_generate_image(const Args& args);  // cmd_generate_image.cc
+int cmd_generate_video(const Args& args);  // cmd_generate_video.cc
 int cmd_compare_images(const Args& args);  // cmd_compare_images.cc
 int cmd_import(const Args& args);          // cmd_import.cc
 int cmd_inspect(const Args& args);         // cmd_inspect.cc

@@ -21,6 +21,8 @@ const std::vector<Command> kCommands = {
     {"generate", qs::apps::cmd_generate, "complete one prompt, streamed to stdout"},
     {"generate-image", qs::apps::cmd_generate_image,
      "one FLUX.1 image from a diffusers pipeline directory, as PNG"},
+    {"generate-video", qs::apps::cmd_generate_video,
+     "one Wan2.2 video (text or image to video) from a diffusers pipeline directory, as MP4"},
     {"compare-images", qs::apps::cmd_compare_images,
      "same-seed PSNR/SSIM/latent cosine of two FLUX pipelines, JSON report and grid"},
     {"transcribe", qs::apps::cmd_transcribe,

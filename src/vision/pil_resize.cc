@@ -1,4 +1,4 @@
-// vision: Pillow's 8-bit bicubic resampling (see pil_resize.h). Every step follows
+// vision: Pillow's 8-bit bicubic and Lanczos resampling (see pil_resize.h). Every step follows
 // Resample.c (Pillow 13.0.0): precompute_coeffs in double, normalize_coeffs_8bpc to fixed point,
 // ImagingResampleHorizontal_8bpc / Vertical_8bpc accumulating in int from a half, clip8.
 #include "vision/pil_resize.h"
@@ -24,6 +24,19 @@ double bicubic(double x) {
 }
 constexpr double kBicubicSupport = 2.0;
 
+double sinc(double x) {
+  if (x == 0.0) return 1.0;
+  x *= M_PI;
+  return std::sin(x) / x;
+}
+
+// Pillow's lanczos_filter: a 3-lobed Lanczos window.
+double lanczos(double x) {
+  if (-3.0 <= x && x < 3.0) return sinc(x) * sinc(x / 3);
+  return 0.0;
+}
+constexpr double kLanczosSupport = 3.0;
+
 // One output position's taps: the first source index and the fixed-point weights.
 struct Taps {
   int64_t ksize = 0;
@@ -34,10 +47,12 @@ struct Taps {
 
 // precompute_coeffs over the whole input (the box (0, 0, in_size) as Pillow's floats), then
 // normalize_coeffs_8bpc.
-Taps precompute_taps(int64_t in_size, int64_t out_size) {
+Taps precompute_taps(int64_t in_size, int64_t out_size, PilFilter filter) {
+  double (*const kernel)(double) = filter == PilFilter::kLanczos ? lanczos : bicubic;
   const double scale = static_cast<double>(static_cast<float>(in_size)) / out_size;
   const double filterscale = std::max(scale, 1.0);
-  const double support = kBicubicSupport * filterscale;
+  const double support =
+      (filter == PilFilter::kLanczos ? kLanczosSupport : kBicubicSupport) * filterscale;
   Taps t;
   t.ksize = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
   t.first.resize(out_size);
@@ -55,7 +70,7 @@ Taps precompute_taps(int64_t in_size, int64_t out_size) {
     double ww = 0.0;
     std::fill(k.begin(), k.end(), 0.0);
     for (int64_t x = 0; x < xmax; ++x) {
-      const double w = bicubic((x + xmin - center + 0.5) * inv_filterscale);
+      const double w = kernel((x + xmin - center + 0.5) * inv_filterscale);
       k[x] = w;
       ww += w;
     }
@@ -119,16 +134,16 @@ std::vector<uint8_t> resample_columns(const uint8_t* in, int64_t width, int64_t 
 
 }  // namespace
 
-std::vector<uint8_t> pil_resize_bicubic(const std::vector<uint8_t>& pixels, int64_t width,
-                                        int64_t height, int channels, int64_t out_width,
-                                        int64_t out_height) {
+std::vector<uint8_t> pil_resize(const std::vector<uint8_t>& pixels, int64_t width, int64_t height,
+                                int channels, int64_t out_width, int64_t out_height,
+                                PilFilter filter) {
   QS_CHECK(width > 0 && height > 0 && out_width > 0 && out_height > 0 && channels > 0);
   QS_CHECK(static_cast<int64_t>(pixels.size()) == width * height * channels);
   if (width == out_width && height == out_height) return pixels;  // Image.resize copies
   const bool horizontal = out_width != width, vertical = out_height != height;
-  const Taps vert = precompute_taps(height, out_height);
+  const Taps vert = precompute_taps(height, out_height, filter);
   if (!horizontal) return resample_columns(pixels.data(), width, 0, channels, vert, out_height);
-  const Taps horiz = precompute_taps(width, out_width);
+  const Taps horiz = precompute_taps(width, out_width, filter);
   if (!vertical) {
     return resample_rows(pixels.data(), width, 0, height, channels, horiz, out_width);
   }
@@ -147,6 +162,12 @@ std::vector<uint8_t> pil_resize_bicubic(const std::vector<uint8_t>& pixels, int6
   const std::vector<uint8_t> temp = resample_rows(pixels.data(), width, row_first,
                                                   row_last - row_first, channels, horiz, out_width);
   return resample_columns(temp.data(), out_width, row_first, channels, vert, out_height);
+}
+
+std::vector<uint8_t> pil_resize_bicubic(const std::vector<uint8_t>& pixels, int64_t width,
+                                        int64_t height, int channels, int64_t out_width,
+                                        int64_t out_height) {
+  return pil_resize(pixels, width, height, channels, out_width, out_height, PilFilter::kBicubic);
 }
 
 }  // namespace qs::vision
