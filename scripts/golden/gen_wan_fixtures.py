@@ -31,7 +31,7 @@ downloaded from the Hub), as gen_flux_fixtures.py trains T5's.
       on: positions past the prompt zeroed)
   xf_hidden_in [1, C, T, H, W], xf_timestep [1] or [1, seq], xf_text_in [1, L, 32], xf_out
       (transformer; and xf2_* for transformer_2)
-  vae_decode_in [1, z, 3, h, w] -> vae_decode_out [1, 3, 9, 32, 32]  (raw, before clamping)
+  vae_decode_in [1, z, 3, h, w] -> vae_decode_out [1, 3, 9, 32, 32]  (clamped to [-1, 1], as _decode does)
   vae_encode_in [1, 3, 9, 32, 32] -> vae_encode_mean (latent_dist.mode())
   sched_sigmas [steps + 1], sched_timesteps [steps]
   <run>_noise, <run>_step<i> (latents after scheduler step i), <run>_frames [F, H, W, 3] in
@@ -40,6 +40,10 @@ downloaded from the Hub), as gen_flux_fixtures.py trains T5's.
   resize_out [1, 3, 32, 32]: VideoProcessor.preprocess of resize_input.png (50x38, so Pillow's
       Lanczos resize runs both ways) at 32x32, as an I2V request of another size is prepared
       (i2v_a14b only)
+
+vae_wide/{wan22,wan21}/vae and vae_wide/reference.safetensors: two wider VAEs alone (see
+generate_wide_vaes), <name>_decode_in [1, 8, 4, 2, 3] -> <name>_decode_out [1, 3, 13, H, W] and
+<name>_encode_in [1, 3, 13, H, W] -> <name>_encode_mean.
 
 Install: the pins of scripts/golden/requirements.txt, then
     pip install --no-deps -r scripts/golden/requirements-diffusion.txt \
@@ -290,6 +294,43 @@ def generate(kind, size, runs):
     (out / "reference.json").write_text(json.dumps(info, indent=1) + "\n")
 
 
+def generate_wide_vaes():
+    """VAEs with more than one channel per group, so that the order of the channels that
+    Wan2.2's AvgDown3D / DupUp3D shortcuts fold and unfold is checked (the pipelines' VAEs have
+    3 channels a level, where every order gives the same numbers), with norm gains and biases
+    off 1 and 0, the time downsampling in other levels and a non-square latent grid."""
+    out = OUT_DIR / "vae_wide"
+    shutil.rmtree(out, ignore_errors=True)
+    ref = {}
+    for name, kw in [
+        ("wan22", dict(base_dim=4, decoder_base_dim=6, z_dim=8, dim_mult=[1, 2, 2, 2],
+                       num_res_blocks=1, temperal_downsample=[True, True, False],
+                       is_residual=True, in_channels=12, out_channels=12, patch_size=2,
+                       scale_factor_temporal=4, scale_factor_spatial=16)),
+        ("wan21", dict(base_dim=4, z_dim=8, dim_mult=[1, 2, 2, 2], num_res_blocks=1,
+                       temperal_downsample=[False, True, True])),
+    ]:
+        torch.manual_seed(0)
+        vae = AutoencoderKLWan(latents_mean=[0.0] * 8, latents_std=[1.0] * 8, **kw)
+        g = torch.Generator().manual_seed(7)
+        with torch.no_grad():
+            for pname, p in vae.named_parameters():
+                if "norm" in pname or pname.endswith("bias"):
+                    base = 1.0 if pname.endswith(("weight", "gamma")) else 0.0
+                    p.copy_(base + 0.2 * torch.randn(p.shape, generator=g))
+        vae.save_pretrained(out / name / "vae", safe_serialization=True)
+        vae = AutoencoderKLWan.from_pretrained(out / name / "vae")
+        s = vae.config.scale_factor_spatial
+        z = torch.randn(1, 8, 4, 2, 3, generator=g)
+        x = torch.rand(1, 3, 13, 2 * s, 3 * s, generator=g) * 2 - 1
+        with torch.no_grad():
+            ref[f"{name}_decode_in"] = z
+            ref[f"{name}_decode_out"] = vae.decode(z, return_dict=False)[0]
+            ref[f"{name}_encode_in"] = x
+            ref[f"{name}_encode_mean"] = vae.encode(x).latent_dist.mode()
+    save_file({k: v.contiguous() for k, v in ref.items()}, out / "reference.safetensors")
+
+
 def main():
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -297,6 +338,7 @@ def main():
     generate("ti2v_5b", 64, [("t2v", False, dict(guidance_scale=5.0)),
                              ("i2v", True, dict(guidance_scale=5.0))])
     generate("i2v_a14b", 32, [("i2v", True, dict(guidance_scale=5.0, guidance_scale_2=3.0))])
+    generate_wide_vaes()
 
 
 if __name__ == "__main__":
