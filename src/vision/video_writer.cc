@@ -318,6 +318,11 @@ Result<std::string> encode_mp4(const uint8_t* rgb, int64_t n_frames, int64_t hei
   AVDictionary* codec_options = nullptr;
   av_dict_set(&codec_options, "preset", options.preset.c_str(), 0);
   av_dict_set(&codec_options, "crf", std::to_string(options.crf).c_str(), 0);
+  // libx264 r3095's AVX-512 code reads memory it never wrote (the same frames gave other bytes
+  // from call to call in one process, and the same bytes under MALLOC_PERTURB_ or without
+  // AVX-512), so on an AVX-512 CPU its assembly is capped at AVX2 (its "AVX2" set: AVX, FMA3,
+  // BMI2 and below), which every such CPU has.
+  if (__builtin_cpu_supports("avx512f")) av_dict_set(&codec_options, "x264-params", "asm=AVX2", 0);
   err = avcodec_open2(enc.get(), codec, &codec_options);
   av_dict_free(&codec_options);
   if (err < 0) return internal_error(what + ": cannot open the encoder: " + av_error_text(err));
