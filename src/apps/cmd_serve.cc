@@ -2,8 +2,9 @@
 // flag names. Loads the model, tokenizer, chat template and generation_config.json, starts
 // the engine thread and the HTTP server on 127.0.0.1:8000 by default, and runs until
 // SIGTERM or SIGINT, which end in-flight requests ("abort") and exit 0. A diffusers pipeline
-// directory (model_index.json) is served as an image model (/v1/images/generations) instead,
-// and a Whisper checkpoint as a transcription model (/v1/audio/transcriptions).
+// directory (model_index.json) is served as an image model (/v1/images/generations, FLUX.1) or
+// a video model (vLLM-Omni's /v1/videos API, Wan2.2) instead, and a Whisper checkpoint as a
+// transcription model (/v1/audio/transcriptions).
 #include <pthread.h>
 #include <signal.h>
 
@@ -31,6 +32,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "diffusion/flux_pipeline.h"
+#include "diffusion/wan_pipeline.h"
 #include "engine/engine.h"
 #include "engine/eos_ids.h"
 #include "engine/memory_budget.h"
@@ -40,6 +42,8 @@
 #include "server/engine_backend.h"
 #include "server/http_server.h"
 #include "server/image_backend.h"
+#include "server/video_backend.h"
+#include "server/videos_handler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -63,8 +67,9 @@ Result<int64_t> int_flag(const Flags& flags, const char* name, int64_t lo, int64
   return v;
 }
 
-// Bytes with an optional K/M/G/KiB/MiB/GiB suffix ("4GiB", "512M", "1073741824").
-Result<int64_t> parse_bytes(const std::string& text) {
+// Bytes with an optional K/M/G/KiB/MiB/GiB suffix ("4GiB", "512M", "1073741824"), for the flag
+// `flag`.
+Result<int64_t> parse_bytes(const char* flag, const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   std::string suffix(end);
@@ -73,8 +78,8 @@ Result<int64_t> parse_bytes(const std::string& text) {
   if (suffix == "M" || suffix == "MiB") scale = 1024.0 * 1024;
   if (suffix == "G" || suffix == "GiB") scale = 1024.0 * 1024 * 1024;
   if (end == text.c_str() || !(v > 0) || (scale == 1 && !suffix.empty() && suffix != "B")) {
-    return invalid_argument("--kv-cache-memory expects bytes like 4GiB or 512MiB, got '" + text +
-                            "'");
+    return invalid_argument("--" + std::string(flag) + " expects bytes like 4GiB or 512MiB, got '" +
+                            text + "'");
   }
   return static_cast<int64_t>(v * scale);
 }
@@ -121,7 +126,10 @@ Status check_flag_values(const Flags& flags) {
   if (flags.has("max-num-batched-tokens"))
     QS_RETURN_IF_ERROR(int_flag(flags, "max-num-batched-tokens", 1, INT32_MAX).status());
   if (flags.has("kv-cache-memory"))
-    QS_RETURN_IF_ERROR(parse_bytes(flags.get("kv-cache-memory")).status());
+    QS_RETURN_IF_ERROR(parse_bytes("kv-cache-memory", flags.get("kv-cache-memory")).status());
+  if (flags.get("video-memory-budget") != "auto")
+    QS_RETURN_IF_ERROR(
+        parse_bytes("video-memory-budget", flags.get("video-memory-budget")).status());
   QS_RETURN_IF_ERROR(kv_cache_dtype_from_flags(flags).status());
   QS_RETURN_IF_ERROR(max_audio_seconds(flags).status());
   QS_RETURN_IF_ERROR(media_options(flags).status());
@@ -153,7 +161,7 @@ Result<int64_t> kv_cache_budget(const Flags& flags, const engine::EngineConfig& 
                                 const models::ModelConfig& config) {
   engine::ServingKvCacheSize size;
   if (flags.has("kv-cache-memory")) {
-    QS_ASSIGN_OR_RETURN(size.bytes, parse_bytes(flags.get("kv-cache-memory")));
+    QS_ASSIGN_OR_RETURN(size.bytes, parse_bytes("kv-cache-memory", flags.get("kv-cache-memory")));
   } else if (flags.has("gpu-memory-utilization")) {
     QS_ASSIGN_OR_RETURN(size.memory_fraction, flags.get_double("gpu-memory-utilization"));
   }
@@ -207,6 +215,16 @@ Status serve_until_signal(server::HttpServer& http, const server::ServerOptions&
   return served;
 }
 
+// The serve flags that only an LLM server reads: warned about, not refused, on the others.
+void warn_llm_only_flags(const Flags& flags, const std::string& dir, const char* what) {
+  for (const char* f : {"max-model-len", "chat-template", "max-logprobs", "max-num-seqs",
+                        "max-num-batched-tokens", "kv-cache-memory", "gpu-memory-utilization",
+                        "no-enable-prefix-caching", "enable-prompt-tokens-details", "quantization",
+                        "kv-cache-dtype", "limit-mm-per-prompt", "allowed-local-media-path"}) {
+    if (flags.has(f)) QS_LOG_WARN("--%s applies to LLMs only; %s is %s", f, dir.c_str(), what);
+  }
+}
+
 // A diffusers pipeline directory (model_index.json, as vLLM-Omni detects diffusion models):
 // the FLUX.1 pipeline behind /v1/images/generations. The LLM flags do not apply to it. With
 // --cfg-parallel-size 2 under `mpirun -np 2`, rank 0 serves and rank 1 runs the negative branch
@@ -214,13 +232,7 @@ Status serve_until_signal(server::HttpServer& http, const server::ServerOptions&
 // it was in and stops the server with an error.
 Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int64_t port,
                     sigset_t* signals) {
-  for (const char* f : {"max-model-len", "chat-template", "max-logprobs", "max-num-seqs",
-                        "max-num-batched-tokens", "kv-cache-memory", "gpu-memory-utilization",
-                        "no-enable-prefix-caching", "enable-prompt-tokens-details", "quantization",
-                        "kv-cache-dtype", "limit-mm-per-prompt", "allowed-local-media-path"}) {
-    if (flags.has(f))
-      QS_LOG_WARN("--%s applies to LLMs only; %s is an image pipeline", f, dir.c_str());
-  }
+  warn_llm_only_flags(flags, dir, "an image pipeline");
   QS_ASSIGN_OR_RETURN(CfgParallelSetup cfg, cfg_parallel_setup(flags, threads));
   QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::FluxPipeline> pipeline,
                       load_flux_pipeline(dir, {}, cfg.group));
@@ -284,6 +296,78 @@ Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int
   return broken.status.ok() ? served : broken.status;
 }
 
+// model_index.json's _class_name ("" when unreadable: the pipeline loader reports why).
+std::string pipeline_class(const std::string& dir) {
+  Result<nlohmann::json> j = read_json((std::filesystem::path(dir) / "model_index.json").string());
+  if (!j.ok() || !j->is_object()) return "";
+  return json_string_or(*j, "_class_name", "");
+}
+
+bool is_video_pipeline(const std::string& class_name) {
+  return class_name == "WanPipeline" || class_name == "WanImageToVideoPipeline";
+}
+
+double gib(int64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
+}
+
+// --video-memory-budget: bytes, or auto: the memory available now (after the pipeline has
+// loaded) less a margin for everything else (a tenth of it, at least 512 MiB) and less what the
+// finished MP4s kept for download may take.
+Result<int64_t> video_memory_budget(const Flags& flags, int64_t kept_mp4_bytes) {
+  const std::string flag = flags.get("video-memory-budget");
+  if (flag != "auto") return parse_bytes("video-memory-budget", flag);
+  QS_ASSIGN_OR_RETURN(int64_t available, engine::available_memory_bytes());
+  const int64_t margin = std::max<int64_t>(available / 10, 512ll << 20);
+  const int64_t budget = available - margin - kept_mp4_bytes;
+  if (budget <= 0) {
+    char message[256];
+    std::snprintf(message, sizeof(message),
+                  "--video-memory-budget auto: only %.2f GiB of memory is available after "
+                  "loading the pipeline; give a budget in bytes (e.g. 2GiB)",
+                  gib(available));
+    return invalid_argument(message);
+  }
+  return budget;
+}
+
+// A Wan2.2 pipeline directory (WanPipeline, WanImageToVideoPipeline): vLLM-Omni's videos API,
+// one video at a time on the engine thread, each request's peak memory held to
+// --video-memory-budget. The LLM flags do not apply to it.
+Status run_video_pipeline(const Flags& flags, const std::string& dir, int threads, int64_t port,
+                          sigset_t* signals) {
+  warn_llm_only_flags(flags, dir, "a video pipeline");
+  if (flags.get("cfg-parallel-size") != "1") {
+    return invalid_argument("--cfg-parallel-size applies to FLUX image pipelines; " + dir +
+                            " is a Wan video pipeline");
+  }
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::WanPipeline> pipeline,
+                      diffusion::WanPipeline::load(dir));
+  const server::VideoStoreLimits kept;
+  QS_ASSIGN_OR_RETURN(int64_t budget, video_memory_budget(flags, kept.max_bytes));
+  const bool i2v = pipeline->image_to_video();
+  const int64_t weights = static_cast<int64_t>(pipeline->resident_bytes());
+  server::ModelInfo info;
+  info.served_model_name =
+      flags.has("served-model-name") ? flags.get("served-model-name") : model_dir(flags);
+  info.root = dir;
+  ThreadPool pool(threads);
+  server::VideoBackend backend(std::move(pipeline), pool, budget);
+  server::ServerMetrics metrics(info.served_model_name, 0);
+  // Requests wait in the backend's queue, each /sync one on its own HTTP thread.
+  const server::ServerOptions options = server_options(flags, port, 64);
+  server::HttpServer http(options, info, backend, metrics);
+  char detail[256];
+  std::snprintf(detail, sizeof(detail),
+                "%s, /v1/videos, %d threads, weights %.2f GiB, video memory budget %.2f GiB",
+                i2v ? "WanImageToVideoPipeline" : "WanPipeline", threads, gib(weights),
+                gib(budget));
+  Status served = serve_until_signal(http, options, info, detail, signals);
+  backend.shutdown();
+  QS_LOG_INFO("server stopped");
+  return served;
+}
+
 // transformers' test for a Whisper checkpoint: its config's model_type, or the architecture
 // save_pretrained writes. A config that cannot be read is left to the LLM loader to report.
 bool is_whisper_checkpoint(const std::string& dir) {
@@ -304,13 +388,7 @@ bool is_whisper_checkpoint(const std::string& dir) {
 // time on its engine thread. The LLM flags do not apply to it.
 Status run_transcriber(const Flags& flags, const std::string& dir, int threads, int64_t port,
                        sigset_t* signals) {
-  for (const char* f : {"max-model-len", "chat-template", "max-logprobs", "max-num-seqs",
-                        "max-num-batched-tokens", "kv-cache-memory", "gpu-memory-utilization",
-                        "no-enable-prefix-caching", "enable-prompt-tokens-details", "quantization",
-                        "kv-cache-dtype", "limit-mm-per-prompt", "allowed-local-media-path"}) {
-    if (flags.has(f))
-      QS_LOG_WARN("--%s applies to LLMs only; %s is a Whisper checkpoint", f, dir.c_str());
-  }
+  warn_llm_only_flags(flags, dir, "a Whisper checkpoint");
   QS_ASSIGN_OR_RETURN(audio::WhisperTranscriber whisper, audio::WhisperTranscriber::load(dir));
   server::ModelInfo info;
   info.served_model_name =
@@ -357,11 +435,25 @@ Status run(const Flags& flags) {
   if ((pipeline || whisper) && flags.get("tensor-parallel-size") != "1") {
     return invalid_argument(
         "--tensor-parallel-size applies to decoder LLMs; " + dir + " is " +
-        (pipeline ? "an image pipeline (see --cfg-parallel-size)" : "a Whisper checkpoint"));
+        (pipeline ? "a diffusers pipeline (see --cfg-parallel-size)" : "a Whisper checkpoint"));
   }
   if (!pipeline && flags.get("cfg-parallel-size") != "1") {
     return invalid_argument("--cfg-parallel-size applies to image pipelines; " + dir +
                             " is not one (see --tensor-parallel-size)");
+  }
+  const std::string pipeline_class_name = pipeline ? pipeline_class(dir) : "";
+  if (!pipeline_class_name.empty() && pipeline_class_name != "FluxPipeline" &&
+      !is_video_pipeline(pipeline_class_name)) {
+    return unimplemented(dir + "/model_index.json: _class_name \"" + pipeline_class_name +
+                         "\" is not served (FluxPipeline, WanPipeline or "
+                         "WanImageToVideoPipeline are)");
+  }
+  if (flags.get("video-memory-budget") != "auto" && !is_video_pipeline(pipeline_class_name)) {
+    QS_LOG_WARN("--video-memory-budget applies to Wan video pipelines only; %s is not one",
+                dir.c_str());
+  }
+  if (is_video_pipeline(pipeline_class_name)) {
+    return run_video_pipeline(flags, dir, threads, port, &signals);
   }
   if (pipeline) return run_pipeline(flags, dir, threads, port, &signals);
   if (whisper) return run_transcriber(flags, dir, threads, port, &signals);
@@ -477,8 +569,8 @@ int cmd_serve(const Args& args) {
   Flags flags;
   flags
       .add("model",
-           "checkpoint directory, a FLUX.1 diffusers pipeline directory or a Whisper checkpoint "
-           "(or give it as the first argument)")
+           "checkpoint directory, a FLUX.1 or Wan2.2 diffusers pipeline directory or a Whisper "
+           "checkpoint (or give it as the first argument)")
       .add("host", "address to listen on", false, "127.0.0.1")
       .add("port", "port to listen on (0: any free port, logged at start)", false, "8000")
       .add("served-model-name",
@@ -506,6 +598,11 @@ int cmd_serve(const Args& args) {
       .add("allowed-local-media-path",
            "a directory whose files chat requests may name as file:// image, audio or video URLs "
            "(default: none)")
+      .add("video-memory-budget",
+           "Wan video pipelines: the memory one video may take beyond the weights, e.g. 8GiB, "
+           "or auto (what is available after loading, less a tenth and the kept MP4s); bigger "
+           "requests are refused with 400",
+           false, "auto")
       .add("max-audio-seconds", "Whisper: refuse recordings longer than this, from their header",
            false, "3600")
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()))

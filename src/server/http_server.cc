@@ -68,6 +68,18 @@ HttpServer::HttpServer(ServerOptions options, const ModelInfo& model, AudioBacke
   install_routes();
 }
 
+HttpServer::HttpServer(ServerOptions options, const ModelInfo& model, VideoBackend& videos,
+                       ServerMetrics& metrics)
+    : options_(std::move(options)),
+      model_(model),
+      videos_(&videos),
+      metrics_(metrics),
+      videos_handler_(std::make_unique<VideosHandler>(model, videos, inflight_)),
+      http_(std::make_unique<httplib::Server>()),
+      started_(static_cast<int64_t>(std::time(nullptr))) {
+  install_routes();
+}
+
 HttpServer::~HttpServer() = default;
 
 void HttpServer::install_routes() {
@@ -117,6 +129,38 @@ void HttpServer::install_routes() {
     }
     transcriptions_->handle(req, res, res.get_header_value(kRequestIdHeader));
   });
+  // vLLM-Omni's videos API. A job id is one path segment; httplib 0.11 routes by regex.
+  auto videos = [this](auto method) {
+    return [this, method](const httplib::Request& req, httplib::Response& res) {
+      if (draining_) return send_error(res, service_unavailable("The server is shutting down."));
+      if (!videos_handler_) {
+        return send_error(res, service_unavailable("Video generation handler not initialized."));
+      }
+      method(*videos_handler_, req, res);
+    };
+  };
+  s.Post("/v1/videos/sync",
+         videos([](VideosHandler& h, const httplib::Request& req, httplib::Response& res) {
+           h.create_sync(req, res, res.get_header_value(kRequestIdHeader));
+         }));
+  s.Post("/v1/videos",
+         videos([](VideosHandler& h, const httplib::Request& req, httplib::Response& res) {
+           h.create(req, res, res.get_header_value(kRequestIdHeader));
+         }));
+  s.Get("/v1/videos", videos([](VideosHandler& h, const httplib::Request& req,
+                                httplib::Response& res) { h.list(req, res); }));
+  s.Get(R"(/v1/videos/([^/]+)/content)",
+        videos([](VideosHandler& h, const httplib::Request& req, httplib::Response& res) {
+          h.content(req.matches[1].str(), res);
+        }));
+  s.Get(R"(/v1/videos/([^/]+))",
+        videos([](VideosHandler& h, const httplib::Request& req, httplib::Response& res) {
+          h.retrieve(req.matches[1].str(), res);
+        }));
+  s.Delete(R"(/v1/videos/([^/]+))",
+           videos([](VideosHandler& h, const httplib::Request& req, httplib::Response& res) {
+             h.remove(req.matches[1].str(), res);
+           }));
   // Tokenizer endpoints need the LLM's tokenizer.
   auto no_tokenizer = [this](httplib::Response& res) {
     if (model_.tokenizer) return false;
@@ -145,6 +189,7 @@ void HttpServer::install_routes() {
     // vLLM: 200 with an empty body while the engine lives, 503 once it has died.
     const bool healthy = backend_  ? backend_->healthy()
                          : images_ ? images_->healthy()
+                         : videos_ ? videos_->healthy()
                                    : audio_->healthy();
     res.status = healthy ? 200 : 503;
     if (res.status != 200) send_error(res, service_unavailable("The engine is not running."));
@@ -180,6 +225,8 @@ void HttpServer::shutdown() {
     for (const std::string& id : inflight_.ids()) backend_->abort(id);
   } else if (images_) {
     images_->cancel_all();
+  } else if (videos_) {
+    videos_->cancel_all();
   } else {
     audio_->cancel_all();
   }

@@ -10,6 +10,9 @@
 // the images endpoint with vLLM-Omni's 503 "Diffusion engine not initialized". A transcription
 // server (a Whisper checkpoint) answers POST /v1/audio/transcriptions likewise, and the other
 // servers answer that endpoint with vLLM's 400 "The model does not support Transcriptions API".
+// A video server (a Wan pipeline directory) answers vLLM-Omni's videos API (POST /v1/videos and
+// /v1/videos/sync, GET /v1/videos, GET and DELETE /v1/videos/{id}, GET /v1/videos/{id}/content);
+// the other servers answer it with vLLM-Omni's 503 "Video generation handler not initialized".
 #pragma once
 
 #include <atomic>
@@ -25,6 +28,8 @@
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/transcriptions_handler.h"
+#include "server/video_backend.h"
+#include "server/videos_handler.h"
 
 namespace httplib {
 class Server;
@@ -54,6 +59,9 @@ class HttpServer {
   // A transcription server: `model` names it (no tokenizer), `audio` transcribes.
   HttpServer(ServerOptions options, const ModelInfo& model, AudioBackend& audio,
              ServerMetrics& metrics);
+  // A video server: `model` names it (no tokenizer), `videos` generates.
+  HttpServer(ServerOptions options, const ModelInfo& model, VideoBackend& videos,
+             ServerMetrics& metrics);
   ~HttpServer();
 
   // Binds the listening socket; returns the port.
@@ -68,14 +76,17 @@ class HttpServer {
 
   ServerOptions options_;
   const ModelInfo& model_;
-  GenerationBackend* backend_ = nullptr;  // exactly one of backend_, images_, audio_ is set
+  // Exactly one of backend_, images_, audio_, videos_ is set.
+  GenerationBackend* backend_ = nullptr;
   ImageBackend* images_ = nullptr;
   AudioBackend* audio_ = nullptr;
+  VideoBackend* videos_ = nullptr;
   ServerMetrics& metrics_;
   InflightRequests inflight_;
   std::unique_ptr<GenerationHandler> generation_;
   std::unique_ptr<ImagesHandler> images_handler_;
   std::unique_ptr<TranscriptionsHandler> transcriptions_;
+  std::unique_ptr<VideosHandler> videos_handler_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> draining_{false};
   const int64_t started_ = 0;  // unix seconds, the `created` of /v1/models
