@@ -1,13 +1,22 @@
 // apps: `quantserve compare-images --reference DIR --candidate DIR --prompts FILE --seed S
-// [--steps N] [--width W --height H] [--guidance-scale G] [--max-sequence-length N]
-// [--out-dir DIR]`: both FLUX pipelines at the same seed and settings (hence the same initial
-// noise), per prompt PSNR / SSIM / max and mean pixel error of the images and the cosine of
-// the final latents; a JSON report on stdout (and in --out-dir with the side-by-side grid).
+// [--task t2i|t2v] [--steps N] [--width W --height H] [--guidance-scale G]
+// [--max-sequence-length N] [--out-dir DIR]`: both pipelines at the same seed and settings
+// (hence the same initial noise), per prompt PSNR / SSIM / max and mean pixel error of the
+// outputs and the cosine of the final latents; a JSON report on stdout (and in --out-dir with
+// the pictures). --task as vLLM-Omni's compare_diffusion_trajectory_similarity names it: t2i
+// (the default) compares FLUX pipelines' images, side by side in grid.png; t2v compares Wan
+// pipelines' videos ([--num-frames F] [--negative-prompt T] [--guidance-scale-2 G]
+// [--boundary-ratio R] [--flow-shift S], as generate-video takes them) frame by frame, with
+// the figures over the frames and a strip per prompt (reference frames above the candidate's).
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -16,9 +25,12 @@
 #include "core/json.h"
 #include "diffusion/flux_pipeline.h"
 #include "diffusion/image_metrics.h"
+#include "diffusion/pipeline_index.h"
 #include "diffusion/png_image.h"
+#include "diffusion/wan_pipeline.h"
 #include "io/checkpoint.h"
 #include "io/hf_cache.h"
+#include "models/component.h"
 
 namespace qs::apps {
 namespace {
@@ -37,28 +49,66 @@ Result<std::vector<std::string>> read_prompts(const std::string& path) {
   return prompts;
 }
 
-// JSON has no infinity: identical images report psnr_db null and "identical": true.
+// JSON has no infinity: an infinite PSNR (identical pictures) is null.
+nlohmann::json db_json(double psnr_db) {
+  return std::isinf(psnr_db) ? nlohmann::json(nullptr) : nlohmann::json(psnr_db);
+}
+
+// One picture pair: identical ones report psnr_db null and "identical": true.
+nlohmann::json image_json(const diffusion::ImageComparison& m) {
+  return {{"ssim", m.ssim},
+          {"max_abs_error", m.max_abs_error},
+          {"mean_abs_error", m.mean_abs_error},
+          {"identical", m.max_abs_error == 0},
+          {"psnr_db", db_json(m.psnr_db)}};
+}
+
 nlohmann::json metrics_json(const diffusion::ImageComparison& m, double cosine) {
-  nlohmann::json j = {{"ssim", m.ssim},
-                      {"max_abs_error", m.max_abs_error},
-                      {"mean_abs_error", m.mean_abs_error},
-                      {"latent_cosine_similarity", cosine},
-                      {"identical", m.max_abs_error == 0}};
-  j["psnr_db"] = std::isinf(m.psnr_db) ? nlohmann::json(nullptr) : nlohmann::json(m.psnr_db);
+  nlohmann::json j = image_json(m);
+  j["latent_cosine_similarity"] = cosine;
   return j;
 }
+
+// Both directories must hold the task's family of pipeline, checked before either loads.
+Status require_family(const std::string& dir, const char* flag, diffusion::PipelineFamily want,
+                      const std::string& task) {
+  QS_ASSIGN_OR_RETURN(const diffusion::PipelineIndex index, diffusion::read_pipeline_index(dir));
+  if (index.family == want) return ok_status();
+  const bool video = index.family == diffusion::PipelineFamily::kWan;
+  return invalid_argument(std::string("--") + flag + " " + dir + " is a " + index.class_name +
+                          " (" + diffusion::pipeline_family_name(index.family) + "), but --task " +
+                          task + " compares " + diffusion::pipeline_family_name(want) +
+                          " pipelines; use --task " + (video ? "t2v" : "t2i"));
+}
+
+constexpr const char* kVideoFlags[] = {"num-frames",     "negative-prompt", "guidance-scale-2",
+                                       "boundary-ratio", "flow-shift",      "strip-frames"};
 
 Status check(const Flags& flags) {
   for (const char* f : {"reference", "candidate", "prompts"}) {
     if (!flags.has(f)) return invalid_argument(std::string("--") + f + " is required");
   }
-  for (const char* f : {"seed", "steps", "width", "height", "max-sequence-length", "threads"}) {
+  const std::string task = flags.get("task");
+  if (task != "t2i" && task != "t2v") {
+    return invalid_argument("--task must be t2i (FLUX images) or t2v (Wan videos), not \"" + task +
+                            "\"");
+  }
+  for (const char* f : kVideoFlags) {
+    if (task == "t2i" && flags.has(f)) {
+      return invalid_argument(std::string("--") + f + " applies to --task t2v");
+    }
+  }
+  for (const char* f : {"seed", "steps", "width", "height", "max-sequence-length", "threads",
+                        "num-frames", "strip-frames"}) {
     QS_RETURN_IF_ERROR(flags.get_int(f).status());
+  }
+  for (const char* f : {"guidance-scale-2", "boundary-ratio", "flow-shift"}) {
+    if (flags.has(f)) QS_RETURN_IF_ERROR(flags.get_double(f).status());
   }
   return flags.get_double("guidance-scale").status();
 }
 
-Status run(const Flags& flags) {
+Status run_t2i(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(std::vector<std::string> prompts, read_prompts(flags.get("prompts")));
   diffusion::FluxRequest req;
   QS_ASSIGN_OR_RETURN(int64_t seed, flags.get_int("seed"));
@@ -75,6 +125,10 @@ Status run(const Flags& flags) {
                       io::resolve_model_dir(flags.get("reference")));
   QS_ASSIGN_OR_RETURN(const std::string candidate_dir,
                       io::resolve_model_dir(flags.get("candidate")));
+  for (const auto& [dir, flag] :
+       {std::pair{reference_dir, "reference"}, {candidate_dir, "candidate"}}) {
+    QS_RETURN_IF_ERROR(require_family(dir, flag, diffusion::PipelineFamily::kFlux, "t2i"));
+  }
   QS_ASSIGN_OR_RETURN(auto reference, diffusion::FluxPipeline::load(reference_dir));
   QS_ASSIGN_OR_RETURN(auto candidate, diffusion::FluxPipeline::load(candidate_dir));
   ThreadPool pool(static_cast<int>(threads));
@@ -136,6 +190,204 @@ Status run(const Flags& flags) {
   return ok_status();
 }
 
+// One side of a t2v comparison: its pipeline loaded, every prompt generated, and dropped
+// before the other side loads (two A14B pipelines would not fit in memory at once).
+struct VideoRuns {
+  std::vector<std::vector<uint8_t>> frames;  // per prompt [F, H, W, 3]
+  std::vector<std::vector<float>> latents;   // per prompt, the final latents
+  std::vector<int64_t> latent_shape;
+  double seconds = 0;
+};
+
+Result<VideoRuns> generate_videos(const std::string& dir, const std::vector<std::string>& prompts,
+                                  diffusion::WanRequest req, const std::vector<int64_t>& shape,
+                                  ThreadPool& pool) {
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::WanPipeline> pipe,
+                      diffusion::WanPipeline::load(dir));
+  QS_RETURN_IF_ERROR(pipe->validate(req).with_context(dir));
+  const diffusion::WanPipeline::LatentShape s = pipe->latent_shape(req);
+  VideoRuns runs;
+  runs.latent_shape = {s.channels, s.frames, s.height, s.width};
+  if (!shape.empty() && shape != runs.latent_shape) {
+    return invalid_argument(dir + ": its latents are " + shape_string(runs.latent_shape) +
+                            ", the reference's " + shape_string(shape) +
+                            ": the pipelines are not the same model (compare a model with its "
+                            "own quantization)");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    req.prompt = prompts[i];
+    QS_ASSIGN_OR_RETURN(diffusion::WanVideo v, pipe->generate(req, pool));
+    runs.frames.push_back(diffusion::to_rgb8(v.rgb));
+    runs.latents.push_back(std::move(v.latents));
+    std::fprintf(stderr, "compare-images: %s %zu/%zu generated\n", dir.c_str(), i + 1,
+                 prompts.size());
+  }
+  runs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return runs;
+}
+
+// What makes two Wan pipelines comparable: the same pipeline class and experts (the candidate
+// is the reference quantized), and the same VAE, which sets the latent grid.
+Result<std::string> wan_model_summary(const std::string& dir) {
+  QS_ASSIGN_OR_RETURN(const diffusion::PipelineIndex index, diffusion::read_pipeline_index(dir));
+  QS_ASSIGN_OR_RETURN(const std::string vae_dir, index.component_dir("vae"));
+  QS_ASSIGN_OR_RETURN(const models::Component c, models::Component::open_config(vae_dir));
+  QS_ASSIGN_OR_RETURN(const diffusion::WanVaeConfig v, diffusion::read_wan_vae_config(c));
+  return index.class_name + (index.flag("expand_timesteps") ? " with expand_timesteps" : "") +
+         ", " + std::to_string(index.transformers().size()) + " expert(s), VAE z_dim " +
+         std::to_string(v.z_dim) + " " + std::to_string(v.scale_factor_spatial) + "x spatial " +
+         std::to_string(v.scale_factor_temporal) + "x temporal";
+}
+
+Status run_t2v(const Flags& flags) {
+  QS_ASSIGN_OR_RETURN(std::vector<std::string> prompts, read_prompts(flags.get("prompts")));
+  // generate-video's defaults where the flag (declared with FLUX's) is not given.
+  auto int_or = [&](const char* name, int64_t fallback) -> Result<int64_t> {
+    return flags.has(name) ? flags.get_int(name) : Result<int64_t>(fallback);
+  };
+  diffusion::WanRequest req;
+  req.negative_prompt = flags.get("negative-prompt");
+  QS_ASSIGN_OR_RETURN(int64_t seed, flags.get_int("seed"));
+  req.seed = static_cast<uint64_t>(seed);
+  QS_ASSIGN_OR_RETURN(req.steps, int_or("steps", 40));
+  QS_ASSIGN_OR_RETURN(req.width, int_or("width", 832));
+  QS_ASSIGN_OR_RETURN(req.height, int_or("height", 480));
+  QS_ASSIGN_OR_RETURN(req.num_frames, flags.get_int("num-frames"));
+  QS_ASSIGN_OR_RETURN(req.max_sequence_length, flags.get_int("max-sequence-length"));
+  req.guidance_scale = 5.0;
+  if (flags.has("guidance-scale")) {
+    QS_ASSIGN_OR_RETURN(req.guidance_scale, flags.get_double("guidance-scale"));
+  }
+  if (flags.has("guidance-scale-2")) {
+    QS_ASSIGN_OR_RETURN(req.guidance_scale_2, flags.get_double("guidance-scale-2"));
+  }
+  if (flags.has("boundary-ratio")) {
+    QS_ASSIGN_OR_RETURN(req.boundary_ratio, flags.get_double("boundary-ratio"));
+  }
+  if (flags.has("flow-shift")) {
+    QS_ASSIGN_OR_RETURN(req.flow_shift, flags.get_double("flow-shift"));
+  }
+  QS_ASSIGN_OR_RETURN(int64_t strip_frames, flags.get_int("strip-frames"));
+  if (strip_frames < 1 || strip_frames > 64) {
+    return invalid_argument("--strip-frames must be 1 to 64");
+  }
+  QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
+  if (threads <= 0 || threads > 1024) return invalid_argument("--threads must be 1 to 1024");
+  QS_ASSIGN_OR_RETURN(const std::string reference_dir,
+                      io::resolve_model_dir(flags.get("reference")));
+  QS_ASSIGN_OR_RETURN(const std::string candidate_dir,
+                      io::resolve_model_dir(flags.get("candidate")));
+  for (const auto& [dir, flag] :
+       {std::pair{reference_dir, "reference"}, {candidate_dir, "candidate"}}) {
+    QS_RETURN_IF_ERROR(require_family(dir, flag, diffusion::PipelineFamily::kWan, "t2v"));
+  }
+  // Found here, before the reference's runs rather than after them.
+  QS_ASSIGN_OR_RETURN(const std::string ref_model, wan_model_summary(reference_dir));
+  QS_ASSIGN_OR_RETURN(const std::string cand_model, wan_model_summary(candidate_dir));
+  if (ref_model != cand_model) {
+    return invalid_argument("the pipelines are different models (reference: " + ref_model +
+                            "; candidate: " + cand_model +
+                            "): their outputs cannot be compared; compare a model with its own "
+                            "quantization");
+  }
+  ThreadPool pool(static_cast<int>(threads));
+  QS_ASSIGN_OR_RETURN(VideoRuns ref, generate_videos(reference_dir, prompts, req, {}, pool));
+  QS_ASSIGN_OR_RETURN(VideoRuns cand,
+                      generate_videos(candidate_dir, prompts, req, ref.latent_shape, pool));
+
+  const std::string out_dir = flags.get("out-dir");
+  if (!out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (ec) return Status(StatusCode::kIo, out_dir + ": " + ec.message());
+  }
+  const std::vector<int64_t> shown = diffusion::evenly_spaced_frames(req.num_frames, strip_frames);
+  nlohmann::json per_prompt = nlohmann::json::array();
+  double ssim_sum = 0, cos_sum = 0, psnr_min = INFINITY, ssim_min = INFINITY, cos_min = INFINITY;
+  int max_err = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const diffusion::VideoComparison m = diffusion::compare_videos(
+        ref.frames[i], cand.frames[i], req.num_frames, req.width, req.height);
+    const double cos = diffusion::cosine_similarity(ref.latents[i], cand.latents[i]);
+    nlohmann::json frames = nlohmann::json::array();
+    for (size_t f = 0; f < m.frames.size(); ++f) {
+      nlohmann::json row = image_json(m.frames[f]);
+      row["frame"] = f;
+      frames.push_back(row);
+    }
+    nlohmann::json row = {{"prompt", prompts[i]},
+                          {"frames", req.num_frames},
+                          {"psnr_db", db_json(m.psnr_db)},
+                          {"psnr_db_mean", db_json(m.psnr_db_mean)},
+                          {"psnr_db_min", db_json(m.psnr_db_min)},
+                          {"ssim_mean", m.ssim_mean},
+                          {"ssim_min", m.ssim_min},
+                          {"max_abs_error", m.max_abs_error},
+                          {"mean_abs_error", m.mean_abs_error},
+                          {"identical", m.max_abs_error == 0},
+                          {"latent_cosine_similarity", cos},
+                          {"per_frame", frames}};
+    if (!out_dir.empty()) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "strip_%03zu.png", i);
+      int64_t sw = 0, sh = 0;
+      const auto strip = diffusion::video_strip(ref.frames[i], cand.frames[i], shown, req.width,
+                                                req.height, &sw, &sh);
+      QS_RETURN_IF_ERROR(diffusion::write_png(out_dir + "/" + name, sw, sh, strip));
+      row["strip"] = name;
+    }
+    per_prompt.push_back(row);
+    ssim_sum += m.ssim_mean, cos_sum += cos;
+    psnr_min = std::min(psnr_min, m.psnr_db_min), ssim_min = std::min(ssim_min, m.ssim_min);
+    cos_min = std::min(cos_min, cos), max_err = std::max(max_err, m.max_abs_error);
+    std::fprintf(stderr,
+                 "compare-images: %zu/%zu  PSNR %.2f dB (frames: mean %.2f, min %.2f)  SSIM "
+                 "mean %.4f min %.4f  max err %d  latent cos %.6f\n",
+                 i + 1, prompts.size(), m.psnr_db, m.psnr_db_mean, m.psnr_db_min, m.ssim_mean,
+                 m.ssim_min, m.max_abs_error, cos);
+  }
+  const double n = static_cast<double>(prompts.size());
+  auto optional = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  nlohmann::json report = {
+      {"task", "t2v"},
+      {"reference", flags.get("reference")},
+      {"candidate", flags.get("candidate")},
+      {"settings",
+       {{"seed", seed},
+        {"num_inference_steps", req.steps},
+        {"width", req.width},
+        {"height", req.height},
+        {"num_frames", req.num_frames},
+        {"guidance_scale", req.guidance_scale},
+        {"guidance_scale_2", optional(req.guidance_scale_2)},
+        {"boundary_ratio", optional(req.boundary_ratio)},
+        {"flow_shift", optional(req.flow_shift)},
+        {"negative_prompt", req.negative_prompt},
+        {"max_sequence_length", req.max_sequence_length}}},
+      {"strip_frames", shown},
+      {"generation_seconds", {{"reference", ref.seconds}, {"candidate", cand.seconds}}},
+      {"per_prompt", per_prompt},
+      {"summary",
+       {{"mean_ssim", ssim_sum / n},
+        {"min_ssim", ssim_min},
+        {"min_psnr_db", db_json(psnr_min)},
+        {"max_abs_error", max_err},
+        {"mean_latent_cosine_similarity", cos_sum / n},
+        {"min_latent_cosine_similarity", cos_min}}}};
+  if (!out_dir.empty()) {
+    QS_RETURN_IF_ERROR(write_json(out_dir + "/report.json", report));
+    std::fprintf(stderr, "compare-images: wrote %s/report.json and %zu strips\n", out_dir.c_str(),
+                 prompts.size());
+  }
+  std::printf("%s\n", report.dump(2).c_str());
+  return ok_status();
+}
+
+Status run(const Flags& flags) {
+  return flags.get("task") == "t2v" ? run_t2v(flags) : run_t2i(flags);
+}
+
 }  // namespace
 
 int cmd_compare_images(const Args& args) {
@@ -143,13 +395,26 @@ int cmd_compare_images(const Args& args) {
   flags.add("reference", "reference pipeline directory or repo id (e.g. the bf16 one)")
       .add("candidate", "candidate pipeline directory or repo id (e.g. its W4A16 transformer)")
       .add("prompts", "text file, one prompt per line")
+      .add("task",
+           "t2i: FLUX pipelines' images; t2v: Wan pipelines' videos (vLLM-Omni's compare tool's "
+           "--task)",
+           false, "t2i")
       .add("seed", "seed of the shared initial noise", false, "0")
-      .add("steps", "flow-matching steps", false, "28")
-      .add("width", "image width", false, "1024")
-      .add("height", "image height", false, "1024")
-      .add("guidance-scale", "distilled guidance", false, "3.5")
-      .add("max-sequence-length", "T5 tokens", false, "512")
-      .add("out-dir", "also write report.json and grid.png (reference | candidate per row) here")
+      .add("steps", "sampling steps (t2v: 40 unless given)", false, "28")
+      .add("width", "image or frame width (t2v: 832 unless given)", false, "1024")
+      .add("height", "image or frame height (t2v: 480 unless given)", false, "1024")
+      .add("guidance-scale", "distilled guidance (t2v: the CFG scale, 5 unless given)", false,
+           "3.5")
+      .add("max-sequence-length", "T5 / UMT5 tokens", false, "512")
+      .add("num-frames", "t2v: frames of each video, 4k + 1", false, "81")
+      .add("negative-prompt", "t2v: the unconditional branch's prompt")
+      .add("guidance-scale-2", "t2v: CFG scale of transformer_2 (A14B; default --guidance-scale)")
+      .add("boundary-ratio", "t2v: the experts' boundary (default: model_index.json's)")
+      .add("flow-shift", "t2v: the scheduler's flow_shift (default: scheduler_config.json's)")
+      .add("strip-frames", "t2v: frames shown per strip in --out-dir, evenly spaced", false, "8")
+      .add("out-dir",
+           "also write report.json and the pictures here: t2i grid.png (reference | candidate "
+           "per row), t2v strip_NNN.png per prompt (reference frames above the candidate's)")
       .add("threads", "worker threads", false, std::to_string(ThreadPool::default_threads()));
   return run_command("compare-images", flags, args, check, run);
 }

@@ -5,7 +5,8 @@
 // 16-bit one under --lm-head-dtype int8 (the table then shows lm_head's int8 kernel).
 // A diffusers pipeline directory (or a FLUX transformer/ folder) is sized instead
 // (diffusion/pipeline_memory.h): resident bytes per component and the peak of one step at
-// --width x --height, from the transformer's config alone when its weights are not there.
+// --width x --height (a Wan video's also at --num-frames, with its VAE decode), from the
+// components' configs alone when their weights are not there.
 // A multimodal model (Qwen2.5-VL, Qwen2.5-Omni's thinker or the whole Qwen2.5-Omni) also gets
 // its parts' resident bytes in bf16 and W4A16 (apps/inspect_multimodal.h), from config.json
 // alone when the weights are not there.
@@ -18,6 +19,7 @@
 #include "apps/inspect_multimodal.h"
 #include "apps/model_flags.h"
 #include "core/json.h"
+#include "diffusion/pipeline_index.h"
 #include "diffusion/pipeline_memory.h"
 #include "io/checkpoint.h"
 #include "io/checkpoint_summary.h"
@@ -69,16 +71,36 @@ bool is_diffusion_dir(const std::string& dir) {
          config->value("_class_name", "") == "FluxTransformer2DModel";
 }
 
+// Defaults by family: FLUX.1 sizes a 1024x1024 image, Wan2.2 its 832x480 81-frame video.
 Status run_pipeline(const std::string& dir, const Flags& flags) {
-  QS_ASSIGN_OR_RETURN(int64_t width, flags.get_int("width"));
-  QS_ASSIGN_OR_RETURN(int64_t height, flags.get_int("height"));
+  diffusion::PipelineFamily family = diffusion::PipelineFamily::kFlux;
+  std::string class_name;
+  if (diffusion::is_pipeline_dir(dir)) {
+    QS_ASSIGN_OR_RETURN(const diffusion::PipelineIndex index, diffusion::read_pipeline_index(dir));
+    family = index.family;
+    class_name = index.class_name;
+  }
+  const bool video = family == diffusion::PipelineFamily::kWan;
+  if (!video && flags.has("num-frames")) {
+    return invalid_argument("--num-frames sizes a video pipeline (Wan); " + dir +
+                            " is a FLUX.1 one");
+  }
+  auto int_or = [&](const char* name, int64_t fallback) -> Result<int64_t> {
+    return flags.has(name) ? flags.get_int(name) : Result<int64_t>(fallback);
+  };
+  QS_ASSIGN_OR_RETURN(int64_t width, int_or("width", video ? 832 : 1024));
+  QS_ASSIGN_OR_RETURN(int64_t height, int_or("height", video ? 480 : 1024));
+  QS_ASSIGN_OR_RETURN(int64_t frames, int_or("num-frames", 81));
   QS_ASSIGN_OR_RETURN(int64_t tokens, flags.get_int("max-sequence-length"));
   QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
   QS_ASSIGN_OR_RETURN(
       diffusion::PipelineMemory m,
-      diffusion::pipeline_memory(dir, width, height, tokens, static_cast<int>(threads)));
+      diffusion::pipeline_memory(dir, width, height, tokens, static_cast<int>(threads), frames));
   if (flags.get_bool("json")) {
     std::printf("%s\n", diffusion::pipeline_memory_json(m).dump(2).c_str());
+  } else if (video) {
+    std::printf("%s: %s, a diffusion pipeline\n%s", dir.c_str(), class_name.c_str(),
+                diffusion::pipeline_memory_text(m).c_str());
   } else {
     std::printf("%s: diffusion pipeline\n%s", dir.c_str(),
                 diffusion::pipeline_memory_text(m).c_str());
@@ -147,8 +169,11 @@ Status run(const Flags& flags) {
 int cmd_inspect(const Args& args) {
   Flags flags;
   flags.add("json", "print machine-readable JSON instead of text", /*is_bool=*/true)
-      .add("width", "diffusion pipelines: image width the step is sized for", false, "1024")
-      .add("height", "diffusion pipelines: image height", false, "1024")
+      .add("width",
+           "diffusion pipelines: image or video width the step is sized for (default: FLUX "
+           "1024, Wan 832)")
+      .add("height", "diffusion pipelines: image or video height (default: FLUX 1024, Wan 480)")
+      .add("num-frames", "video pipelines (Wan): frames of the video, 4k + 1 (default 81)")
       .add("max-sequence-length", "diffusion pipelines: T5 tokens", false, "512")
       .add("threads", "diffusion pipelines: threads the attention scratch is sized for", false,
            "2");
