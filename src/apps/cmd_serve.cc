@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "apps/cfg_parallel.h"
@@ -32,6 +33,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "diffusion/flux_pipeline.h"
+#include "diffusion/pipeline_index.h"
 #include "diffusion/wan_pipeline.h"
 #include "engine/engine.h"
 #include "engine/eos_ids.h"
@@ -296,17 +298,6 @@ Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int
   return broken.status.ok() ? served : broken.status;
 }
 
-// model_index.json's _class_name ("" when unreadable: the pipeline loader reports why).
-std::string pipeline_class(const std::string& dir) {
-  Result<nlohmann::json> j = read_json((std::filesystem::path(dir) / "model_index.json").string());
-  if (!j.ok() || !j->is_object()) return "";
-  return json_string_or(*j, "_class_name", "");
-}
-
-bool is_video_pipeline(const std::string& class_name) {
-  return class_name == "WanPipeline" || class_name == "WanImageToVideoPipeline";
-}
-
 double gib(int64_t bytes) {
   return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
 }
@@ -441,20 +432,22 @@ Status run(const Flags& flags) {
     return invalid_argument("--cfg-parallel-size applies to image pipelines; " + dir +
                             " is not one (see --tensor-parallel-size)");
   }
-  const std::string pipeline_class_name = pipeline ? pipeline_class(dir) : "";
-  if (!pipeline_class_name.empty() && pipeline_class_name != "FluxPipeline" &&
-      !is_video_pipeline(pipeline_class_name)) {
-    return unimplemented(dir + "/model_index.json: _class_name \"" + pipeline_class_name +
-                         "\" is not served (FluxPipeline, WanPipeline or "
-                         "WanImageToVideoPipeline are)");
+  // The family picks the server: FLUX.1 answers /v1/images/generations, Wan2.2 /v1/videos.
+  std::optional<diffusion::PipelineFamily> family;
+  if (pipeline) {
+    QS_ASSIGN_OR_RETURN(diffusion::PipelineIndex index, diffusion::read_pipeline_index(dir));
+    family = index.family;
   }
-  if (flags.get("video-memory-budget") != "auto" && !is_video_pipeline(pipeline_class_name)) {
+  const bool video = family == diffusion::PipelineFamily::kWan;
+  if (video && flags.get("cfg-parallel-size") != "1") {
+    return invalid_argument("--cfg-parallel-size applies to FLUX.1 image pipelines; " + dir +
+                            " is a Wan2.2 video pipeline");
+  }
+  if (flags.get("video-memory-budget") != "auto" && !video) {
     QS_LOG_WARN("--video-memory-budget applies to Wan video pipelines only; %s is not one",
                 dir.c_str());
   }
-  if (is_video_pipeline(pipeline_class_name)) {
-    return run_video_pipeline(flags, dir, threads, port, &signals);
-  }
+  if (video) return run_video_pipeline(flags, dir, threads, port, &signals);
   if (pipeline) return run_pipeline(flags, dir, threads, port, &signals);
   if (whisper) return run_transcriber(flags, dir, threads, port, &signals);
   // Under tensor parallelism every rank runs this far with the same flags; rank 0 goes on to
