@@ -57,41 +57,6 @@ void add_resample(std::vector<TensorSpec>* t, const std::string& p, bool up, boo
 
 using models::TensorSpec;
 
-Result<T5Config> read_t5_config(const models::Component& c) {
-  T5Config f;
-  QS_ASSIGN_OR_RETURN(f.vocab_size, c.int_field("vocab_size", 32128));
-  QS_ASSIGN_OR_RETURN(f.d_model, c.int_field("d_model", 512));
-  QS_ASSIGN_OR_RETURN(f.d_kv, c.int_field("d_kv", 64));
-  QS_ASSIGN_OR_RETURN(f.d_ff, c.int_field("d_ff", 2048));
-  QS_ASSIGN_OR_RETURN(f.num_layers, c.int_field("num_layers", 6));
-  QS_ASSIGN_OR_RETURN(f.num_heads, c.int_field("num_heads", 8));
-  QS_ASSIGN_OR_RETURN(f.relative_attention_num_buckets,
-                      c.int_field("relative_attention_num_buckets", 32));
-  QS_ASSIGN_OR_RETURN(f.relative_attention_max_distance,
-                      c.int_field("relative_attention_max_distance", 128));
-  QS_ASSIGN_OR_RETURN(double eps, c.number_field("layer_norm_epsilon", 1e-6));
-  f.layer_norm_epsilon = static_cast<float>(eps);
-  QS_ASSIGN_OR_RETURN(std::string proj, c.string_field("feed_forward_proj", "relu"));
-  const std::string where = c.dir() + "/config.json: ";
-  if (proj == "gated-gelu") {
-    f.gated = true, f.act = "gelu_new";
-  } else if (proj == "relu" || proj == "gated-relu") {
-    f.gated = proj == "gated-relu", f.act = "relu";
-  } else {
-    return unimplemented(where + "feed_forward_proj \"" + proj + "\"");
-  }
-  QS_ASSIGN_OR_RETURN(f.model_type, c.string_field("model_type", "t5"));
-  if (f.model_type != "t5" && f.model_type != "umt5") {
-    return unimplemented(where + "model_type \"" + f.model_type + "\" (expected t5 or umt5)");
-  }
-  if (f.d_model <= 0 || f.d_kv <= 0 || f.num_heads <= 0 || f.d_ff <= 0 || f.vocab_size <= 0 ||
-      f.vocab_size > (int64_t{1} << 24) || f.num_layers <= 0 || f.num_layers > 256 ||
-      f.relative_attention_num_buckets < 4 || f.relative_attention_max_distance <= 0) {
-    return invalid_argument(where + "sizes out of range");
-  }
-  return f;
-}
-
 std::vector<TensorSpec> t5_encoder_tensor_specs(const T5Config& f) {
   const int64_t d = f.d_model, inner = f.num_heads * f.d_kv;
   std::vector<TensorSpec> t;

@@ -16,9 +16,6 @@
 
 namespace qs::diffusion {
 
-// text_encoder/config.json as T5Encoder::load reads it, with the same checks.
-Result<T5Config> read_t5_config(const models::Component& c);
-
 // Every tensor T5Encoder::load reads: the embedding as "shared.weight" (transformers saves the
 // tied table under that name), the relative-position bias of block 0 (T5) or of every block
 // (UMT5), norms, and the attention and feed-forward matmuls (`linear`).

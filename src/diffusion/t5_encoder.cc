@@ -27,11 +27,8 @@ int64_t t5_relative_bucket(int64_t relative_position, int64_t num_buckets, int64
   return bucket + large;
 }
 
-Result<T5Encoder> T5Encoder::load(const std::string& dir) {
-  T5Encoder m;
-  QS_ASSIGN_OR_RETURN(m.weights_, models::Component::open(dir));
-  const models::Component& c = m.weights_;
-  T5Config& f = m.config_;
+Result<T5Config> read_t5_config(const models::Component& c) {
+  T5Config f;
   QS_ASSIGN_OR_RETURN(f.vocab_size, c.int_field("vocab_size", 32128));
   QS_ASSIGN_OR_RETURN(f.d_model, c.int_field("d_model", 512));
   QS_ASSIGN_OR_RETURN(f.d_kv, c.int_field("d_kv", 64));
@@ -45,7 +42,7 @@ Result<T5Encoder> T5Encoder::load(const std::string& dir) {
   QS_ASSIGN_OR_RETURN(double eps, c.number_field("layer_norm_epsilon", 1e-6));
   f.layer_norm_epsilon = static_cast<float>(eps);
   QS_ASSIGN_OR_RETURN(std::string proj, c.string_field("feed_forward_proj", "relu"));
-  const std::string where = dir + "/config.json: ";
+  const std::string where = c.dir() + "/config.json: ";
   // transformers: "gated-gelu" means gated with dense_act_fn "gelu_new".
   if (proj == "gated-gelu") {
     f.gated = true, f.act = "gelu_new";
@@ -75,6 +72,15 @@ Result<T5Encoder> T5Encoder::load(const std::string& dir) {
       f.relative_attention_num_buckets < 4 || f.relative_attention_max_distance <= 0) {
     return invalid_argument(where + "sizes out of range");
   }
+  return f;
+}
+
+Result<T5Encoder> T5Encoder::load(const std::string& dir) {
+  T5Encoder m;
+  QS_ASSIGN_OR_RETURN(m.weights_, models::Component::open(dir));
+  const models::Component& c = m.weights_;
+  QS_ASSIGN_OR_RETURN(m.config_, read_t5_config(c));
+  const T5Config& f = m.config_;
   const int64_t d = f.d_model, inner = f.num_heads * f.d_kv;
   const char* emb = c.has("shared.weight") ? "shared.weight" : "encoder.embed_tokens.weight";
   QS_ASSIGN_OR_RETURN(m.embed_, c.get(emb, {f.vocab_size, d}));

@@ -67,6 +67,10 @@ class T5Encoder {
   std::vector<float> final_ln_;
 };
 
+// text_encoder/config.json (T5 or UMT5), checked: what load() runs, and what inspect sizes a
+// component whose weights are absent from.
+Result<T5Config> read_t5_config(const models::Component& c);
+
 // T5Attention._relative_position_bucket, bidirectional: the bucket of key - query.
 int64_t t5_relative_bucket(int64_t relative_position, int64_t num_buckets, int64_t max_distance);
 
