@@ -31,6 +31,8 @@
 #include "io/checkpoint.h"
 #include "io/hf_cache.h"
 #include "models/component.h"
+#include "vision/image_file.h"
+#include "vision/vae_image_input.h"
 
 namespace qs::apps {
 namespace {
@@ -82,7 +84,8 @@ Status require_family(const std::string& dir, const char* flag, diffusion::Pipel
 }
 
 constexpr const char* kVideoFlags[] = {"num-frames",     "negative-prompt", "guidance-scale-2",
-                                       "boundary-ratio", "flow-shift",      "strip-frames"};
+                                       "boundary-ratio", "flow-shift",      "strip-frames",
+                                       "image"};
 
 Status check(const Flags& flags) {
   for (const char* f : {"reference", "candidate", "prompts"}) {
@@ -268,6 +271,13 @@ Status run_t2v(const Flags& flags) {
   if (flags.has("flow-shift")) {
     QS_ASSIGN_OR_RETURN(req.flow_shift, flags.get_double("flow-shift"));
   }
+  if (flags.has("image")) {
+    // The same first frame for both sides, prepared as generate-video prepares it.
+    vision::ImageReadOptions opts;
+    opts.alpha = vision::AlphaMode::kDrop;
+    QS_ASSIGN_OR_RETURN(vision::RgbImage image, vision::read_image_file(flags.get("image"), opts));
+    QS_ASSIGN_OR_RETURN(req.image, vision::vae_image_input(image, req.width, req.height));
+  }
   QS_ASSIGN_OR_RETURN(int64_t strip_frames, flags.get_int("strip-frames"));
   if (strip_frames < 1 || strip_frames > 64) {
     return invalid_argument("--strip-frames must be 1 to 64");
@@ -411,6 +421,7 @@ int cmd_compare_images(const Args& args) {
       .add("guidance-scale-2", "t2v: CFG scale of transformer_2 (A14B; default --guidance-scale)")
       .add("boundary-ratio", "t2v: the experts' boundary (default: model_index.json's)")
       .add("flow-shift", "t2v: the scheduler's flow_shift (default: scheduler_config.json's)")
+      .add("image", "t2v: the first frame of image-to-video pipelines (I2V-A14B, TI2V-5B)")
       .add("strip-frames", "t2v: frames shown per strip in --out-dir, evenly spaced", false, "8")
       .add("out-dir",
            "also write report.json and the pictures here: t2i grid.png (reference | candidate "

@@ -121,6 +121,20 @@ TEST_F(WanCompareCli, PipelineAgainstItselfIsIdentical) {
   }
 }
 
+// Image to video: both sides start from the same --image (prepared as generate-video prepares
+// it); an I2V pipeline without one is refused before anything runs.
+TEST_F(WanCompareCli, ImageToVideoTakesTheImage) {
+  const fs::path i2v = testing::wan_pipeline("i2v_a14b");
+  const std::string image = (i2v.parent_path() / "i2v_input.png").string();
+  const nlohmann::json j = compare(i2v, i2v, " --image " + image);
+  ASSERT_EQ(j["per_prompt"].size(), 2u);
+  for (const auto& p : j["per_prompt"]) EXPECT_TRUE(p["identical"].get<bool>());
+  const auto r = run_cli("compare-images --reference " + i2v.string() + " --candidate " +
+                         i2v.string() + " --prompts " + prompts_ + kSettings);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("needs an image"), std::string::npos) << r.output;
+}
+
 // The tool's W4A16 (SignRound, int4 g32) and our RTN W4A16 of the same widened 16-bit experts,
 // each against that 16-bit source: close, not equal.
 TEST_F(WanCompareCli, W4A16ExpertsAgainstTheirSixteenBitSource) {
