@@ -14,42 +14,14 @@
 
 #include "apps/cfg_parallel.h"
 #include "apps/commands.h"
+#include "apps/diffusion_cli.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
-#include "core/mmap_file.h"
 #include "diffusion/flux_pipeline.h"
 #include "diffusion/png_image.h"
-#include "io/checkpoint.h"
 
 namespace qs::apps {
 namespace {
-
-// The initial noise from a .safetensors file: its tensor "noise" (or its only tensor), f32,
-// [n_img, channels] or [1, n_img, channels] as FluxPipeline's packed `latents`.
-Result<std::vector<float>> read_noise(const std::string& path) {
-  QS_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  QS_RETURN_IF_ERROR(io::read_safetensors(file, &tensors, nullptr).with_context(path));
-  const Tensor* t = nullptr;
-  for (const auto& [name, tensor] : tensors) {
-    if (name == "noise" || tensors.size() == 1) t = &tensor;
-  }
-  if (!t) return invalid_argument(path + ": no tensor named \"noise\" (and more than one tensor)");
-  if (!dtype_is_float(t->dtype) || t->rank() < 2 || t->rank() > 3 ||
-      (t->rank() == 3 && t->dim(0) != 1)) {
-    return invalid_argument(path +
-                            ": the noise must be a float [n_img, channels] or [1, n_img, "
-                            "channels] tensor, found " +
-                            shape_string(t->shape));
-  }
-  return t->to_f32();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
-}
 
 // The denoising steps alone (what scripts/bench_cfg_parallel.sh reads): median seconds a step,
 // and with CFG parallelism the median exchange and its share of the step.
@@ -119,7 +91,7 @@ Status run(const Flags& flags) {
                  "one branch per step, as diffusers\n");
   }
   if (flags.has("noise")) {
-    QS_ASSIGN_OR_RETURN(req.noise, read_noise(flags.get("noise")));
+    QS_ASSIGN_OR_RETURN(req.noise, read_noise_file(flags.get("noise"), 2, "[n_img, channels]"));
   }
   const auto t1 = clock::now();
   std::fprintf(stderr, "generate-image: loaded %s in %.2f s\n", flags.get("model").c_str(),

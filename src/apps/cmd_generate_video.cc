@@ -13,45 +13,17 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/diffusion_cli.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
-#include "core/mmap_file.h"
 #include "diffusion/png_image.h"
 #include "diffusion/wan_pipeline.h"
-#include "io/checkpoint.h"
 #include "vision/image_file.h"
 #include "vision/vae_image_input.h"
 #include "vision/video_writer.h"
 
 namespace qs::apps {
 namespace {
-
-// The initial noise from a .safetensors file: its tensor "noise" (or its only tensor), f32,
-// [z, T, h, w] or [1, z, T, h, w] as WanPipeline's `latents`.
-Result<std::vector<float>> read_noise(const std::string& path) {
-  QS_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  QS_RETURN_IF_ERROR(io::read_safetensors(file, &tensors, nullptr).with_context(path));
-  const Tensor* t = nullptr;
-  for (const auto& [name, tensor] : tensors) {
-    if (name == "noise" || tensors.size() == 1) t = &tensor;
-  }
-  if (!t) return invalid_argument(path + ": no tensor named \"noise\" (and more than one tensor)");
-  if (!dtype_is_float(t->dtype) || t->rank() < 4 || t->rank() > 5 ||
-      (t->rank() == 5 && t->dim(0) != 1)) {
-    return invalid_argument(path +
-                            ": the noise must be a float [z, frames, h, w] or [1, z, frames, h, "
-                            "w] tensor, found " +
-                            shape_string(t->shape));
-  }
-  return t->to_f32();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
-}
 
 Status check(const Flags& flags) {
   if (!flags.has("model")) return invalid_argument("--model DIR is required");
@@ -112,7 +84,7 @@ Status run(const Flags& flags) {
     QS_ASSIGN_OR_RETURN(req.image, vision::vae_image_input(image, req.width, req.height));
   }
   if (flags.has("noise")) {
-    QS_ASSIGN_OR_RETURN(req.noise, read_noise(flags.get("noise")));
+    QS_ASSIGN_OR_RETURN(req.noise, read_noise_file(flags.get("noise"), 4, "[z, frames, h, w]"));
   }
   // Everything the request can get wrong, before the first step.
   QS_RETURN_IF_ERROR(pipe->validate(req));

@@ -137,6 +137,17 @@ TEST_F(GenerateVideoCli, BadInputIsAnErrorAndWritesNothing) {
     std::string args, needle;
   };
   const std::string base = " --prompt p --steps 1 --max-sequence-length 16 --out " + out;
+  // Noise of the wrong rank, and of the right rank but the wrong grid.
+  const std::string flat = (dir_ / "flat.safetensors").string();
+  ASSERT_TRUE(
+      io::write_safetensors(flat, {{"noise", Tensor::from_f32(DType::kF32, {16, 48},
+                                                              std::vector<float>(16 * 48, 0.0f))}})
+          .ok());
+  const std::string small = (dir_ / "small.safetensors").string();
+  ASSERT_TRUE(
+      io::write_safetensors(small, {{"noise", Tensor::from_f32(DType::kF32, {16, 3, 2, 2},
+                                                               std::vector<float>(16 * 12, 0.0f))}})
+          .ok());
   for (const Case& c : {
            Case{t2v + base + " --width 40 --height 32 --num-frames 9", "multiples of 16"},
            Case{t2v + base + " --width 32 --height 32 --num-frames 0", "num_frames 0"},
@@ -149,6 +160,10 @@ TEST_F(GenerateVideoCli, BadInputIsAnErrorAndWritesNothing) {
                 "nonexistent.png"},
            Case{t2v + base + " --width 32 --height 32 --num-frames 9 --fps 0", "--fps"},
            Case{" --model " + dir_.string() + base, "model_index.json"},
+           Case{t2v + base + " --width 32 --height 32 --num-frames 9 --noise " + flat,
+                "[z, frames, h, w]"},
+           Case{t2v + base + " --width 32 --height 32 --num-frames 9 --noise " + small,
+                "noise holds 192 values"},
        }) {
     SCOPED_TRACE(c.args);
     auto r = run_cli("generate-video" + c.args);
