@@ -1,8 +1,11 @@
 """OmniRequestOutput with vLLM-Omni's names (vllm_omni/outputs.py): what Omni.generate returns,
 one per prompt. A diffusion pipeline's output holds `images` (PIL images, or numpy arrays for
 output_type "np" and "latent") and, with numpy installed, `image_arrays` (the pixels as uint8
-numpy arrays) and `latents`, each a view of the engine's buffer; a text model's holds its vLLM
-RequestOutput in `request_output`, whose fields it also answers for (`outputs`,
+numpy arrays) and `latents`, each a view of the engine's buffer. A video (final_output_type
+"video", Wan2.2) holds its frames in `images`, one per frame as vLLM-Omni's video stages put
+them, and with numpy also as one uint8 [frames, height, width, 3] array, `frames`;
+`save_video` writes the MP4 `quantserve generate-video` writes. A text model's output holds its
+vLLM RequestOutput in `request_output`, whose fields it also answers for (`outputs`,
 `prompt_token_ids`), as vLLM-Omni's output of a text stage does."""
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from . import _core
 from .outputs import RequestOutput
 
 
@@ -26,8 +30,15 @@ class OmniRequestOutput:
     # A list with one float32 [n_img, channels] array (the final packed latents) per image.
     latents: Any = None
     metrics: dict = field(default_factory=dict)
-    # One uint8 [height, width, 3] array per image: the pixels of `images`, without a copy.
+    # One uint8 [height, width, 3] array per image (per frame of a video): the pixels of
+    # `images`, without a copy.
     image_arrays: list = field(default_factory=list)
+    # A video's frames, uint8 [frames, height, width, 3] (a view of the engine's buffer, which
+    # image_arrays slice), and the frame rate save_video writes by default.
+    frames: Any = None
+    fps: Optional[int] = None
+    # The same frames as a memoryview, so that save_video works without numpy.
+    _video_rgb8: Any = field(default=None, repr=False, compare=False)
 
     @property
     def outputs(self):
@@ -62,6 +73,23 @@ class OmniRequestOutput:
                 from PIL import Image
                 Image.fromarray(rgb8).save(name)
         return names
+
+    def save_video(self, path, fps: Optional[int] = None) -> str:
+        """Writes the video as an MP4 file, the one `quantserve generate-video --out` writes
+        for the same frames (H.264 yuv420p, crf 18, BT.709-tagged: the same encoder call), at
+        `fps` frames per second (None: the request's fps, generate-video's 16 by default),
+        through the same function (vision::write_mp4: written beside `path` and renamed into
+        place, so a failure leaves no file). Returns the path."""
+        if self._video_rgb8 is None:
+            raise ValueError(f"request {self.request_id} has no video to save "
+                             f"(final_output_type={self.final_output_type!r}; a video run with "
+                             "output_type 'latent' decodes nothing).")
+        fps = self.fps if fps is None else fps
+        if isinstance(fps, bool) or not isinstance(fps, int):
+            raise ValueError(f"fps must be an integer, got {fps!r}.")
+        path = os.fspath(path)
+        _core.write_mp4(path, self._video_rgb8, fps=fps)
+        return path
 
     def _pixels(self):
         """The uint8 arrays behind `images` (output_type "np"); PIL images need none."""

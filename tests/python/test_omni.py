@@ -123,8 +123,6 @@ def test_guidance_default_is_the_pipelines(omni):
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    ({"num_frames": 8}, "num_frames"),
-    ({"guidance_scale_2": 2.0}, "guidance_scale_2"),
     ({"cfg_normalize": True}, "cfg_normalize"),
     ({"sigmas": [1.0, 0.5]}, "sigmas"),
     ({"extra_args": {"x": 1}}, "extra_args"),
@@ -138,6 +136,20 @@ def test_guidance_default_is_the_pipelines(omni):
 def test_bad_parameter(omni, kwargs, name):
     with pytest.raises(ValueError, match=name):
         OmniDiffusionSamplingParams(**kwargs)
+    still_works(omni)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"num_frames": 9}, "num_frames"),
+    ({"fps": 16}, "fps"),
+    ({"guidance_scale_2": 2.0}, "guidance_scale_2"),
+    ({"boundary_ratio": 0.9}, "boundary_ratio"),
+])
+def test_video_parameter_on_flux(omni, kwargs, name):
+    # Wan2.2's parameters (tests/python/test_omni_video.py): valid, but not FLUX's.
+    with pytest.raises(ValueError, match=f"{name}=.* is not supported by quantserve's FLUX"):
+        omni.generate(PROMPT, small(**kwargs), use_tqdm=False)
+    omni.generate(PROMPT, small(num_inference_steps=1, num_frames=1), use_tqdm=False)
     still_works(omni)
 
 
