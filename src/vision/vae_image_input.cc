@@ -10,11 +10,11 @@ Result<std::vector<float>> vae_image_input(const RgbImage& image, int64_t width,
   if (width <= 0 || height <= 0 || image.width <= 0 || image.height <= 0 ||
       static_cast<int64_t>(image.pixels.size()) != image.width * image.height * 3) {
     return invalid_argument("cannot prepare a " + std::to_string(image.width) + "x" +
-                            std::to_string(image.height) + " image for a " +
-                            std::to_string(width) + "x" + std::to_string(height) + " video");
+                            std::to_string(image.height) + " image for a " + std::to_string(width) +
+                            "x" + std::to_string(height) + " video");
   }
-  const std::vector<uint8_t> px = pil_resize(image.pixels, image.width, image.height, 3, width,
-                                             height, PilFilter::kLanczos);
+  const std::vector<uint8_t> px =
+      pil_resize(image.pixels, image.width, image.height, 3, width, height, PilFilter::kLanczos);
   const int64_t plane = width * height;
   std::vector<float> out(static_cast<size_t>(3 * plane));
   for (int64_t p = 0; p < plane; ++p) {
