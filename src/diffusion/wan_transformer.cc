@@ -319,7 +319,21 @@ Status WanTransformer::forward(const WanInputs& in, float* out, ThreadPool& pool
   const int64_t chunk = std::min(R, kWanFfnChunkRows);
   std::vector<float> hidden(static_cast<size_t>(chunk * f.ffn_dim));
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (const WanBlock& blk : blocks_) {
+  if (tap_ != nullptr && tap_->conditioning) {
+    std::vector<int64_t> mod_index(static_cast<size_t>(R));
+    for (const ModGroup& g : tg.groups) {
+      std::fill_n(mod_index.begin() + g.row0, g.rows, g.index);
+    }
+    WanBlockTap::Conditioning tc{
+        B, seq, nt, U, tproj.data(), mod_index.data(), ctx.data(), cos.data(), sin.data()};
+    QS_RETURN_IF_ERROR(tap_->conditioning(tc));
+  }
+  for (size_t bi = 0; bi <= blocks_.size(); ++bi) {
+    if (tap_ != nullptr && tap_->block_input) {
+      QS_RETURN_IF_ERROR(tap_->block_input(static_cast<int64_t>(bi), x.data()));
+    }
+    if (bi == blocks_.size()) break;
+    const WanBlock& blk = blocks_[bi];
     // scale_shift_table + temb.float(): shift, scale, gate (attn1); shift, scale, gate (ffn).
     for (int64_t u = 0; u < U; ++u) {
       for (int64_t j = 0; j < 6 * d; ++j) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,29 @@ struct WanBlock {
   Dense ffn_in, ffn_out;                 // [ffn_dim, inner], [inner, ffn_dim]
 };
 
+// A window into forward() for calibration (quant/wan_tuner's AutoRound of Wan blocks, which
+// needs each block's inputs and the conditioning the blocks share); inference sets none.
+struct WanBlockTap {
+  // The conditioning of one forward, as every block reads it (views valid during the call):
+  //   timestep_proj [n_distinct, 6 inner]: time_proj(SiLU(temb)) per distinct timestep;
+  //   mod_index [batch * seq]: the timestep_proj row of each token;
+  //   text [batch * n_text, inner]: condition_embedder's text_embedder output;
+  //   cos, sin [seq, head_dim / 2]: the 3-D rope tables (shared by the batch items).
+  struct Conditioning {
+    int64_t batch = 0, seq = 0, n_text = 0, n_distinct = 0;
+    const float* timestep_proj = nullptr;
+    const int64_t* mod_index = nullptr;
+    const float* text = nullptr;
+    const float* cos = nullptr;
+    const float* sin = nullptr;
+  };
+  // Called once per forward before the blocks.
+  std::function<Status(const Conditioning&)> conditioning;
+  // Called before block `index` with its input x [batch * seq, inner], and once more with
+  // index = num_layers with the last block's output. A non-ok status ends the forward with it.
+  std::function<Status(int64_t index, const float* x)> block_input;
+};
+
 class WanTransformer {
  public:
   static Result<WanTransformer> load(const std::string& dir);
@@ -72,7 +96,13 @@ class WanTransformer {
   // out: [batch, out_channels, frames, height, width], the predicted flow.
   Status forward(const WanInputs& in, float* out, ThreadPool& pool) const;
 
+  // Every later forward() reports to `tap` (nullptr: none) until it is reset; the caller keeps
+  // it alive and runs no forwards concurrently meanwhile. Const because a pipeline hands out its
+  // transformers const: the tap observes, it changes no result.
+  void set_tap(const WanBlockTap* tap) const { tap_ = tap; }
+
  private:
+  mutable const WanBlockTap* tap_ = nullptr;
   WanTransformerConfig config_;
   models::Component weights_;  // keeps the mapped files alive
   // The Conv3d with kernel = stride = patch as a linear over flattened patches:

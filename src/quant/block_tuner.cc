@@ -67,16 +67,15 @@ Status check_schemes(const BlockTensors<float>& b, const PerLinear<formats::Quan
 // linears of 1-3 M weights split within one linear of even, and an MoE block's many experts
 // evener still.
 template <class Fn>
-void for_each_linear(const BlockTensors<float>& b, const PerLinear<formats::QuantScheme>& schemes,
+void for_each_linear(const TunableBlock& b, const PerLinear<formats::QuantScheme>& schemes,
                      ThreadPool& pool, const Fn& fn) {
   std::vector<int> order;
   for (int i = 0; i < b.n_linears(); ++i) {
     if (schemes[i].quantized()) order.push_back(i);
   }
   const int count = static_cast<int>(order.size());
-  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
-    return b.out_features(x) * b.in_features(x) > b.out_features(y) * b.in_features(y);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return b.out[x] * b.in[x] > b.out[y] * b.in[y]; });
   std::atomic<int> next{0};
   pool.run([&](int thread, int) {
     for (int j = next.fetch_add(1); j < count; j = next.fetch_add(1)) fn(order[j], thread);
@@ -85,22 +84,40 @@ void for_each_linear(const BlockTensors<float>& b, const PerLinear<formats::Quan
 
 }  // namespace
 
-Result<TuneResult> tune_block(const BlockTensors<float>& b,
-                              const PerLinear<formats::QuantScheme>& schemes,
-                              const BlockCalibration& calib, const TuneOptions& opt,
-                              ThreadPool& pool, const TuneProgress& progress) {
-  QS_RETURN_IF_ERROR(check_calibration(b, calib, true));
-  QS_RETURN_IF_ERROR(check_schemes(b, schemes));
+Result<TuneResult> signsgd_tune(const TunableBlock& b,
+                                const PerLinear<formats::QuantScheme>& schemes,
+                                const TuneOptions& opt, ThreadPool& pool,
+                                const TuneProgress& progress) {
+  const int n_linears = b.n_linears();
+  if (static_cast<int>(schemes.size()) != n_linears ||
+      static_cast<int>(b.out.size()) != n_linears || static_cast<int>(b.in.size()) != n_linears ||
+      b.n_samples <= 0 || !b.step || !b.elements) {
+    return invalid_argument("autoround: " + std::to_string(schemes.size()) + " schemes for " +
+                            std::to_string(n_linears) +
+                            " linears, or no samples, or no step function");
+  }
+  for (int i = 0; i < n_linears; ++i) {
+    if (!schemes[i].quantized()) continue;
+    const std::string where =
+        "autoround: " + (i < static_cast<int>(b.names.size()) ? b.names[i] : std::to_string(i)) +
+        ": ";
+    if (schemes[i].bits < 2 || schemes[i].bits > 8) {
+      return invalid_argument(where + "bits must be in [2, 8], got " +
+                              std::to_string(schemes[i].bits));
+    }
+    if (schemes[i].group_size != -1 && schemes[i].group_size <= 0) {
+      return invalid_argument(where + "group_size must be -1 or > 0, got " +
+                              std::to_string(schemes[i].group_size));
+    }
+  }
   if (opt.iters < 0 || opt.batch_size < 1 || opt.gradient_accumulate_steps < 1 || opt.lr < 0 ||
       opt.minmax_lr < 0) {
     return invalid_argument(
         "autoround: iters >= 0, batch_size >= 1, gradient_accumulate_steps >= 1 and lr, "
         "minmax_lr >= 0 required");
   }
-  const int64_t hidden = b.hidden, seqlen = calib.seqlen, row = seqlen * hidden;
-  const int64_t batch = std::min<int64_t>(opt.batch_size, calib.n_samples);
+  const int64_t batch = std::min<int64_t>(opt.batch_size, b.n_samples);
 
-  const int n_linears = b.n_linears();
   PerLinear<FakeQuantLinear<float>> fq(n_linears);
   PerLinear<QdqCache<float>> cache(n_linears);
   PerLinear<std::vector<float>> wq(n_linears), dw(n_linears);
@@ -108,12 +125,13 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
   PerLinear<float*> dwptr(n_linears, nullptr);
   PerLinear<SignSgdRates> rates(n_linears);
   for (int i = 0; i < n_linears; ++i) {
-    wptr[i] = b.w[i].data();
+    wptr[i] = b.w[i];
     if (!schemes[i].quantized()) continue;
-    fq[i] = make_fake_quant<float>(b.w[i].data(), b.out_features(i), b.in_features(i),
-                                   schemes[i].bits, schemes[i].group_size, schemes[i].sym);
-    wq[i].resize(b.w[i].size());
-    dw[i].resize(b.w[i].size());
+    const auto size = static_cast<size_t>(b.out[i] * b.in[i]);
+    fq[i] = make_fake_quant<float>(b.w[i], b.out[i], b.in[i], schemes[i].bits,
+                                   schemes[i].group_size, schemes[i].sym);
+    wq[i].resize(size);
+    dw[i].resize(size);
     wptr[i] = wq[i].data();
     dwptr[i] = dw[i].data();
     rates[i] = signsgd_rates(opt.iters, schemes[i].bits, opt.lr, opt.minmax_lr);
@@ -123,13 +141,7 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
   result.weights.resize(n_linears);
   result.best_loss = std::numeric_limits<double>::infinity();
   PerLinear<TuneSnapshot> best(n_linears);
-  IndexSampler sampler(calib.n_samples, batch, opt.seed);
-  std::vector<float> x, t, y, dy;
-  std::vector<uint8_t> mask, lmask;
-  const uint8_t* loss_mask = calib.loss_mask != nullptr ? calib.loss_mask : calib.mask;
-  BlockActivations<float> act;
-  BlockBackwardScratch<float> grads;
-  std::vector<uint8_t> routed(b.moe.n_experts, 0);    // experts some step's tokens reached
+  IndexSampler sampler(b.n_samples, batch, opt.seed);
   std::vector<SignSgdScratch> sgd(pool.n_threads());  // one per thread
   for (int it = 0; it < opt.iters; ++it) {
     for_each_linear(b, schemes, pool, [&](int i, int) {
@@ -140,29 +152,12 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
     int64_t elements = 0;
     for (auto& samples : batches) {
       samples = sampler.next();
-      for (int64_t s : samples)
-        elements += real_tokens(loss_mask ? loss_mask + s * seqlen : nullptr, seqlen) * hidden;
+      elements += b.elements(samples);
     }
     // Mean over the global batch (§1.4 item 4); the scale does not change sign updates.
     const float scale = elements > 0 ? 1.0f / static_cast<float>(elements) : 0.0f;
     double sum = 0;
-    for (const auto& samples : batches) {
-      const int64_t n = static_cast<int64_t>(samples.size());
-      gather(calib.inputs, row, samples, &x);
-      gather(calib.targets, row, samples, &t);
-      if (calib.mask != nullptr) gather(calib.mask, seqlen, samples, &mask);
-      if (loss_mask != nullptr) gather(loss_mask, seqlen, samples, &lmask);
-      const uint8_t* m = calib.mask != nullptr ? mask.data() : nullptr;
-      const uint8_t* lm = loss_mask != nullptr ? lmask.data() : nullptr;
-      y.resize(n * row);
-      dy.resize(n * row);
-      block_forward<float>(b, wptr, x.data(), n, seqlen, m, &act, y.data(), pool);
-      for (int64_t e = 0; e < b.moe.n_experts; ++e) {
-        if (act.expert_first[e + 1] > act.expert_first[e]) routed[e] = 1;
-      }
-      sum += squared_error(y.data(), t.data(), lm, n * seqlen, hidden, scale, dy.data());
-      block_backward<float>(b, wptr, act, m, dy.data(), nullptr, dwptr, pool, &grads);
-    }
+    for (const auto& samples : batches) sum += b.step(samples, wptr, scale, dwptr);
     const double loss = elements > 0 ? sum / static_cast<double>(elements) : 0.0;
     if (!std::isfinite(loss)) {
       return invalid_argument("autoround: the block's loss is not finite at iteration " +
@@ -195,12 +190,66 @@ Result<TuneResult> tune_block(const BlockTensors<float>& b,
     }
     qdq_forward<float>(fq[i], wq[i].data(), &cache[i]);
     result.weights[i] = to_quantized_weight(fq[i], cache[i]);
+  }
+  return result;
+}
+
+Result<TuneResult> tune_block(const BlockTensors<float>& b,
+                              const PerLinear<formats::QuantScheme>& schemes,
+                              const BlockCalibration& calib, const TuneOptions& opt,
+                              ThreadPool& pool, const TuneProgress& progress) {
+  QS_RETURN_IF_ERROR(check_calibration(b, calib, true));
+  QS_RETURN_IF_ERROR(check_schemes(b, schemes));
+  const int64_t hidden = b.hidden, seqlen = calib.seqlen, row = seqlen * hidden;
+  const uint8_t* loss_mask = calib.loss_mask != nullptr ? calib.loss_mask : calib.mask;
+  TunableBlock t;
+  t.n_samples = calib.n_samples;
+  for (int i = 0; i < b.n_linears(); ++i) {
+    t.w.push_back(b.w[i].data());
+    t.out.push_back(b.out_features(i));
+    t.in.push_back(b.in_features(i));
+    t.names.push_back(b.linears[i].name);
+  }
+  t.elements = [&](const std::vector<int64_t>& samples) {
+    int64_t elements = 0;
+    for (int64_t s : samples)
+      elements += real_tokens(loss_mask ? loss_mask + s * seqlen : nullptr, seqlen) * hidden;
+    return elements;
+  };
+  std::vector<float> x, tg, y, dy;
+  std::vector<uint8_t> mask, lmask;
+  BlockActivations<float> act;
+  BlockBackwardScratch<float> grads;
+  std::vector<uint8_t> routed(b.moe.n_experts, 0);  // experts some step's tokens reached
+  t.step = [&](const std::vector<int64_t>& samples, const PerLinear<const float*>& wptr,
+               float scale, const PerLinear<float*>& dwptr) {
+    const int64_t n = static_cast<int64_t>(samples.size());
+    gather(calib.inputs, row, samples, &x);
+    gather(calib.targets, row, samples, &tg);
+    if (calib.mask != nullptr) gather(calib.mask, seqlen, samples, &mask);
+    if (loss_mask != nullptr) gather(loss_mask, seqlen, samples, &lmask);
+    const uint8_t* m = calib.mask != nullptr ? mask.data() : nullptr;
+    const uint8_t* lm = loss_mask != nullptr ? lmask.data() : nullptr;
+    y.resize(n * row);
+    dy.resize(n * row);
+    block_forward<float>(b, wptr, x.data(), n, seqlen, m, &act, y.data(), pool);
+    for (int64_t e = 0; e < b.moe.n_experts; ++e) {
+      if (act.expert_first[e + 1] > act.expert_first[e]) routed[e] = 1;
+    }
+    const double sum = squared_error(y.data(), tg.data(), lm, n * seqlen, hidden, scale, dy.data());
+    block_backward<float>(b, wptr, act, m, dy.data(), nullptr, dwptr, pool, &grads);
+    return sum;
+  };
+  QS_ASSIGN_OR_RETURN(TuneResult result, signsgd_tune(t, schemes, opt, pool, progress));
+  for (int i = 0; i < b.n_linears(); ++i) {
     const int64_t expert = b.linears[i].expert;
-    if (opt.iters > 0 && expert >= 0 && !routed[expert]) result.unrouted.push_back(i);
+    if (schemes[i].quantized() && opt.iters > 0 && expert >= 0 && !routed[expert])
+      result.unrouted.push_back(i);
   }
   if (opt.iters == 0) {
-    PerLinear<const formats::QuantizedWeight*> ptrs(n_linears, nullptr);
-    for (int i = 0; i < n_linears; ++i) ptrs[i] = result.weights[i] ? &*result.weights[i] : nullptr;
+    PerLinear<const formats::QuantizedWeight*> ptrs(b.n_linears(), nullptr);
+    for (int i = 0; i < b.n_linears(); ++i)
+      ptrs[i] = result.weights[i] ? &*result.weights[i] : nullptr;
     QS_ASSIGN_OR_RETURN(const double rtn, block_loss(b, ptrs, calib, pool));
     result.initial_loss = result.best_loss = rtn;
   }

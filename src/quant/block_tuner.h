@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -63,6 +64,32 @@ struct TuneResult {
 
 // Called after each iteration's loss (before the update).
 using TuneProgress = std::function<void(int iter, double loss)>;
+
+// A block as the SignSGD loop sees it, whatever its architecture (a decoder block here, a Wan
+// block in wan_tuner.h): its linears' full-precision weights and one mini-batch's
+// reconstruction error with its gradient.
+struct TunableBlock {
+  PerLinear<const float*> w;     // [out, in] each, full precision
+  PerLinear<int64_t> out, in;    // each linear's shape
+  PerLinear<std::string> names;  // for errors
+  int64_t n_samples = 0;
+  // Loss elements (positions counted in the loss x width) of these samples.
+  std::function<int64_t(const std::vector<int64_t>& samples)> elements;
+  // Runs `samples` through the block with linear weights `w`; returns the sum of squared errors
+  // over the loss positions and adds scale * dL/dW (L the plain sum) into dw[i] where non-null.
+  std::function<double(const std::vector<int64_t>& samples, const PerLinear<const float*>& w,
+                       float scale, const PerLinear<float*>& dw)>
+      step;
+  int n_linears() const { return static_cast<int>(w.size()); }
+};
+
+// The SignSGD loop of tune_block below (its steps 1-4 and the best snapshot) on any block:
+// returns the tuned weights, initial_loss (iteration 0, RTN), best_loss and best_iter; with
+// iters 0 the RTN weights and zero losses (the caller measures them). `unrouted` is left empty.
+Result<TuneResult> signsgd_tune(const TunableBlock& block,
+                                const PerLinear<formats::QuantScheme>& schemes,
+                                const TuneOptions& options, ThreadPool& pool,
+                                const TuneProgress& progress = {});
 
 // Tunes `block` (owned f32 copy, see copy_block) on `calib`. schemes[i] says how linear i is
 // quantized: layout kDense leaves it in full precision; otherwise bits in [2, 8], group_size -1

@@ -1,7 +1,8 @@
 // quant: `quantize` on a diffusers pipeline directory (see pipeline.h): FLUX.1's transformer,
 // Wan2.2's (both experts of A14B). Each transformer's blocks are planned like an LLM's decoder
-// blocks (pipeline_plan.cc) and written through the same streaming export (pipeline.cc); the other
-// components are carried over unchanged.
+// blocks (pipeline_plan.cc), RTN or, for Wan with --iters > 0, AutoRound-tuned on prompts run
+// through the pipeline (wan_tuner.h), and written through the same streaming export
+// (pipeline.cc); the other components are carried over unchanged.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "io/checkpoint.h"
 #include "quant/pipeline.h"
 #include "quant/staged_output.h"
+#include "quant/wan_tuner.h"
 
 namespace qs::quant {
 
@@ -68,11 +70,11 @@ bool is_weight_file(const std::string& name, const std::string& base) {
 Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& o, const ProgressFn& progress,
                                           const std::function<bool()>& cancelled) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (o.iters > 0 || !o.disable_opt_rtn) {
-    return invalid_argument(
-        o.model_dir +
-        " is a diffusion pipeline: its transformer is quantized by RTN only so far (pass "
-        "--iters 0 --disable_opt_rtn); AutoRound tuning and OPT-RTN run on decoder LLMs");
+  if (o.iters == 0 && !o.disable_opt_rtn) {
+    return invalid_argument(o.model_dir +
+                            " is a diffusion pipeline: OPT-RTN (--iters 0 without "
+                            "--disable_opt_rtn) runs on decoder LLMs; pass --disable_opt_rtn for "
+                            "RTN, or --iters > 0 for AutoRound (Wan pipelines)");
   }
   if (o.format != io::ExportFormat::kAutoRound) {
     return invalid_argument(
@@ -87,6 +89,7 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& o, const Progre
   if (names.empty()) {
     return invalid_argument((src / "model_index.json").string() + " names no transformer");
   }
+  const bool tuning = o.iters > 0;
   struct Denoiser {
     std::string name;
     json config;
@@ -107,6 +110,13 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& o, const Progre
       return invalid_argument(dir.string() + " is already quantized (quantization_config present)");
     }
     QS_ASSIGN_OR_RETURN(d.blocks, transformer_blocks(d.config, dir));
+    if (tuning && d.config.value("_class_name", "") != "WanTransformer3DModel") {
+      return invalid_argument(
+          o.model_dir +
+          ": AutoRound tuning (--iters > 0) of a diffusion pipeline runs on Wan transformers; "
+          "this one's transformer is quantized by RTN only so far (pass --iters 0 "
+          "--disable_opt_rtn)");
+    }
     d.base = io::Checkpoint::base_name(dir.string());
     QS_ASSIGN_OR_RETURN(d.ckpt, io::Checkpoint::open(dir.string(), d.base));
     PlanTarget target;
@@ -119,6 +129,17 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& o, const Progre
     QS_ASSIGN_OR_RETURN(d.plan, plan_quantization(o, target));
     denoisers.push_back(std::move(d));
   }
+  // AutoRound: calibration through the pipeline, then block by block per transformer
+  // (wan_tuner.h); the tuned weights replace RTN's in the export below.
+  WanTuned tuned;
+  if (tuning) {
+    std::vector<const QuantPlan*> plans;
+    for (const Denoiser& d : denoisers) plans.push_back(&d.plan);
+    QS_ASSIGN_OR_RETURN(tuned,
+                        tune_wan_pipeline(o, names, plans, WanCalibrationSettings(), cancelled));
+  } else {
+    tuned.models.resize(denoisers.size());
+  }
   QS_ASSIGN_OR_RETURN(StagedOutput out, StagedOutput::begin(o.output_dir, o.overwrite));
 
   std::error_code ec;
@@ -130,7 +151,8 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& o, const Progre
   if (ec) return io_error("cannot list " + src.string() + ": " + ec.message());
 
   QuantizeSummary summary;
-  for (Denoiser& d : denoisers) {
+  for (size_t di = 0; di < denoisers.size(); ++di) {
+    Denoiser& d = denoisers[di];
     const fs::path in_dir = src / d.name;
     const fs::path out_dir = fs::path(out.dir()) / d.name;
     fs::create_directories(out_dir, ec);
@@ -140,8 +162,9 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& o, const Progre
       if (name == "config.json" || is_weight_file(name, d.base)) continue;
       QS_RETURN_IF_ERROR(carry_over(e.path(), out_dir / name));
     }
-    TunedModel none;
-    QS_RETURN_IF_ERROR(export_weights(d.ckpt, d.base, d.blocks, o, d.plan, &none, out_dir.string(),
+    TunedModel& model = tuned.models[di];
+    for (BlockReport& r : model.blocks) summary.blocks.push_back(r);
+    QS_RETURN_IF_ERROR(export_weights(d.ckpt, d.base, d.blocks, o, d.plan, &model, out_dir.string(),
                                       progress, cancelled, &summary));
     d.config["quantization_config"] = d.plan.quantization_config;
     QS_RETURN_IF_ERROR(write_json((out_dir / "config.json").string(), d.config));
@@ -158,9 +181,11 @@ Result<QuantizeSummary> quantize_pipeline(const QuantizeOptions& o, const Progre
       if (!l.quantize) summary.kept.emplace_back(where, l.reason);
     }
   }
-  summary.scheme = scheme_name(o.spec) + " as auto_round (" + plan.parsed.format() + "), RTN, " +
+  summary.scheme = scheme_name(o.spec) + " as auto_round (" + plan.parsed.format() + "), " +
+                   (tuning ? "AutoRound (--iters " + std::to_string(o.iters) + ")" : "RTN") + ", " +
                    (denoisers.size() > 1 ? "both transformers" : "transformer") +
                    " of the pipeline";
+  summary.calibration = tuned.calibration;
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return summary;
 }
