@@ -52,7 +52,6 @@ _WAN_DEFAULTS = {
     "num_frames": 81,
     "steps": 40,
     "guidance_scale": 5.0,
-    "fps": 16,
     "max_sequence_length": 512,
 }
 _VIDEO_MODES = ("text-to-video", "image-to-video")
@@ -300,7 +299,7 @@ class Omni:
                 run = self._wan.generate(**r, seed=seed, image=image,
                                          output_type=sp.output_type)
                 metrics = {"generation_time_s": time.perf_counter() - t0, "seed": seed}
-                fps = _WAN_DEFAULTS["fps"] if sp.fps is None else sp.fps
+                fps = self._wan.default_fps if sp.fps is None else sp.fps
                 outputs.append(_video_output(rid, prompt, sp, run, fps, metrics))
                 bar.update(1)
         return outputs

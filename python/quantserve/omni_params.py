@@ -86,7 +86,7 @@ class OmniDiffusionSamplingParams:
     (vLLM-Omni's guidance_scale_provided), true_cfg_scale 1 (off), max_sequence_length 512.
     Wan2.2 (`quantserve generate-video`'s defaults): 40 steps, 832 x 480, 81 frames, guidance 5.0
     unless set, guidance_scale_2 = guidance_scale, boundary_ratio from model_index.json (or
-    Omni's), 16 fps, max_sequence_length 512. Image i of a prompt uses seed + i (seed None: a
+    Omni's), the model's fps (A14B 16, TI2V-5B 24), max_sequence_length 512. Image i of a prompt uses seed + i (seed None: a
     random one). num_images_per_prompt is diffusers' name for num_outputs_per_prompt. FLUX:
     true_cfg_scale > 1 with a negative prompt runs true classifier-free guidance; Wan:
     guidance_scale > 1 runs CFG with the negative prompt ("" when none)."""

@@ -478,9 +478,13 @@ void bind_diffusion(nb::module_& m) {
       .def_prop_ro("needs_image",
                    [](const WanCore& core) { return core.pipeline().image_to_video(); })
       // I2V-A14B, or an expand_timesteps pipeline (TI2V-5B), which takes one optionally.
-      .def_prop_ro("takes_image", [](const WanCore& core) {
-        return core.pipeline().image_to_video() || core.pipeline().expand_timesteps();
-      });
+      .def_prop_ro("takes_image",
+                   [](const WanCore& core) {
+                     return core.pipeline().image_to_video() || core.pipeline().expand_timesteps();
+                   })
+      // generate-video's default --fps: the model's own rate (A14B 16, TI2V-5B 24).
+      .def_prop_ro("default_fps",
+                   [](const WanCore& core) { return core.pipeline().default_fps(); });
 
   // 8-bit RGB frames [n_frames, height, width, 3] as the MP4 generate-video writes (H.264,
   // yuv420p, BT.709-tagged: vision::encode_mp4 with the command's --crf and preset), as bytes;

@@ -1,5 +1,5 @@
 // apps: `quantserve generate-video --model DIR --prompt TEXT [--negative-prompt TEXT]
-// [--image FILE] [--width 832 --height 480] [--num-frames 81] [--fps 16] [--steps 40]
+// [--image FILE] [--width 832 --height 480] [--num-frames 81] [--fps F] [--steps 40]
 // [--guidance-scale 5] [--guidance-scale-2 G] [--boundary-ratio R] [--flow-shift S] [--seed S]
 // [--noise FILE] --out FILE.mp4 [--frames-dir DIR]`: one Wan2.2 video from a diffusers pipeline
 // directory (WanPipeline or WanImageToVideoPipeline), with a per-step progress line and ETA on
@@ -31,13 +31,14 @@ Status check(const Flags& flags) {
   if (!flags.has("out") && !flags.has("frames-dir")) {
     return invalid_argument("--out FILE.mp4 (or --frames-dir DIR) is required");
   }
-  for (const char* f : {"width", "height", "num-frames", "fps", "steps", "seed",
-                        "max-sequence-length", "threads", "crf"}) {
+  for (const char* f : {"width", "height", "num-frames", "steps", "seed", "max-sequence-length",
+                        "threads", "crf"}) {
     QS_RETURN_IF_ERROR(flags.get_int(f).status());
   }
   for (const char* f : {"guidance-scale", "guidance-scale-2", "boundary-ratio", "flow-shift"}) {
     if (flags.has(f)) QS_RETURN_IF_ERROR(flags.get_double(f).status());
   }
+  if (flags.has("fps")) QS_RETURN_IF_ERROR(flags.get_int("fps").status());
   return ok_status();
 }
 
@@ -63,11 +64,8 @@ Status run(const Flags& flags) {
     QS_ASSIGN_OR_RETURN(req.flow_shift, flags.get_double("flow-shift"));
   }
   vision::VideoWriteOptions video;
-  QS_ASSIGN_OR_RETURN(int64_t fps, flags.get_int("fps"));
   QS_ASSIGN_OR_RETURN(int64_t crf, flags.get_int("crf"));
-  if (fps < 1 || fps > 240) return invalid_argument("--fps must be 1 to 240");
   if (crf < 0 || crf > 51) return invalid_argument("--crf must be 0 to 51");
-  video.fps = static_cast<int>(fps);
   video.crf = static_cast<int>(crf);
   QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
   if (threads <= 0 || threads > 1024) return invalid_argument("--threads must be 1 to 1024");
@@ -77,6 +75,12 @@ Status run(const Flags& flags) {
   QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.get("model")));
   QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::WanPipeline> pipe,
                       diffusion::WanPipeline::load(dir));
+  int64_t fps = pipe->default_fps();
+  if (flags.has("fps")) {
+    QS_ASSIGN_OR_RETURN(fps, flags.get_int("fps"));
+  }
+  if (fps < 1 || fps > 240) return invalid_argument("--fps must be 1 to 240");
+  video.fps = static_cast<int>(fps);
   if (flags.has("image")) {
     vision::ImageReadOptions opts;
     opts.alpha = vision::AlphaMode::kDrop;  // diffusers' load_image: convert("RGB")
@@ -152,7 +156,7 @@ int cmd_generate_video(const Args& args) {
            "832")
       .add("height", "frame height in pixels", false, "480")
       .add("num-frames", "frames, 4k + 1", false, "81")
-      .add("fps", "frames per second of the MP4 (A14B: 16, TI2V-5B: 24)", false, "16")
+      .add("fps", "frames per second of the MP4 (default: the model's, A14B 16, TI2V-5B 24)")
       .add("steps", "UniPC steps (num_inference_steps)", false, "40")
       .add("guidance-scale", "CFG scale (> 1: two branches per step, batched)", false, "5.0")
       .add("guidance-scale-2",

@@ -94,6 +94,9 @@ class WanPipeline {
   const WanTransformer* transformer_2() const { return transformer_2_.get(); }
   const AutoencoderKLWan& vae() const { return vae_; }
   int64_t spatial_multiple() const;  // height and width must be multiples of this
+  // The frame rate the model was trained for: Wan2.2's A14B models make 16 fps video, TI2V-5B
+  // (the expand_timesteps pipeline) 24 fps; what an MP4 of it is written at by default.
+  int default_fps() const { return expand_timesteps_ ? 24 : 16; }
 
  private:
   // The image condition: A14B's [4 + z_dim, T, h, w] (mask, then encoded latents), TI2V's

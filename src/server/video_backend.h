@@ -95,7 +95,7 @@ class VideoBackend {
   // Configuration only: safe on any thread while the engine thread runs.
   const diffusion::WanPipeline& pipeline() const { return *pipeline_; }
   // Wan2.2's own frame rates: 24 fps for TI2V-5B (expand_timesteps), 16 for the A14B models.
-  int default_fps() const { return pipeline_->expand_timesteps() ? 24 : 16; }
+  int default_fps() const { return pipeline_->default_fps(); }
   int64_t memory_budget_bytes() const { return memory_budget_bytes_; }
 
   // The pipeline's checks, then the memory budget (a 400's message giving both sizes in GiB).

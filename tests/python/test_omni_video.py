@@ -132,8 +132,10 @@ def test_unset_parameters_take_generate_videos_defaults(t2v, tmp_path):
     assert {k: float(v) for k, v in defaults.items()} == {
         "width": float(shown["width"]), "height": float(shown["height"]),
         "num_frames": float(shown["num-frames"]), "steps": float(shown["steps"]),
-        "guidance_scale": float(shown["guidance-scale"]), "fps": float(shown["fps"]),
+        "guidance_scale": float(shown["guidance-scale"]),
         "max_sequence_length": float(shown["max-sequence-length"])}
+    # No fixed --fps default: the model's own rate, as generate-video (A14B 16, TI2V-5B 24).
+    assert "fps" not in shown
 
 
 def test_flow_shift_and_boundary_ratio(t2v, tmp_path):
@@ -239,6 +241,8 @@ def test_ti2v_with_and_without_an_image(tmp_path):
         assert pixels(framed[0]) == cli_frames(tmp_path, TI2V, *SMALL_FLAGS, "--seed", 7,
                                                "--image", TI2V_IMAGE)
         assert pixels(framed[0]) != pixels(text[0])
+        # TI2V-5B's own frame rate (A14B's is 16), as generate-video and the server default.
+        assert text[0].fps == 24
     # mode="image-to-video" makes the image every prompt's duty.
     with Omni(model=str(TI2V), threads=THREADS, mode="image-to-video") as omni:
         with pytest.raises(ValueError, match="prompt 1 has no image"):
