@@ -45,6 +45,12 @@ Result<WanVaeConfig> read_wan_vae_config(const models::Component& c);
 void wan_denormalize(const WanVaeConfig& cfg, float* z, int64_t t, int64_t h, int64_t w);
 void wan_normalize(const WanVaeConfig& cfg, float* z, int64_t t, int64_t h, int64_t w);
 
+// Frames every causal convolution keeps of its input across chunks (diffusers' CACHE_T).
+constexpr int64_t kWanVaeCacheFrames = 2;
+// The most latent frames, rows or columns a call takes (far past any video: 480x832 is 60x104
+// latents), so that sizes times scales stay far from overflow.
+constexpr int64_t kWanVaeMaxSide = int64_t{1} << 16;
+
 // A convolution as stored: WanCausalConv3d [c_out, c_in, kt, kh, kw], or nn.Conv2d [c_out, c_in,
 // kh, kw] held with kt = 1.
 struct WanConv {
@@ -103,6 +109,17 @@ struct WanCoder {
   std::vector<float> gamma_out;
   int n_caches = 0;  // slots of frames one video's chunks carry (diffusers' feat_cache)
 };
+
+// One level of WanDecoder3d (up_blocks.i): its input and output widths (base *
+// [dim_mult[-1]] + base * dim_mult[::-1]; Wan2.1's levels after the first take half their
+// predecessor's width, which its upsample conv halved, Wan2.2's keep it), and for every level
+// but the last the upsampler's mode, output width and DupUp3D's time factor.
+struct WanVaeUpLevel {
+  int64_t in = 0, out = 0, resample_out = 0;
+  WanResampleMode mode = WanResampleMode::kNone;
+  int64_t factor_t = 1;  // DupUp3D's (Wan2.2, levels that upsample)
+};
+std::vector<WanVaeUpLevel> wan_vae_decoder_levels(const WanVaeConfig& config);
 
 class AutoencoderKLWan {
  public:

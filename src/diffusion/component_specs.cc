@@ -93,25 +93,21 @@ std::vector<TensorSpec> wan_vae_tensor_specs(const WanVaeConfig& v, bool encoder
   std::vector<TensorSpec> t;
   add_causal(&t, "post_quant_conv", z, z, 1);
 
-  // WanDecoder3d's widths: base * [dim_mult[-1]] + base * dim_mult[::-1]; Wan2.1's levels after
-  // the first take half their predecessor's width (its upsample conv halves it), Wan2.2's keep it.
-  std::vector<int64_t> dd = {v.decoder_base_dim * v.dim_mult.back()};
-  for (int64_t i = levels - 1; i >= 0; --i) dd.push_back(v.decoder_base_dim * v.dim_mult[i]);
-  const int64_t first = dd[0];
+  const std::vector<WanVaeUpLevel> up = wan_vae_decoder_levels(v);
+  const int64_t first = up[0].in;
   add_causal(&t, "decoder.conv_in", z, first, 3);
   add_mid(&t, "decoder.mid_block", first);
   for (int64_t i = 0; i < levels; ++i) {
     const std::string p = "decoder.up_blocks." + std::to_string(i);
-    const int64_t in = (i > 0 && !res) ? dd[i] / 2 : dd[i], out = dd[i + 1];
+    const WanVaeUpLevel& l = up[static_cast<size_t>(i)];
     for (int64_t r = 0; r <= v.num_res_blocks; ++r) {
-      add_res(&t, p + ".resnets." + std::to_string(r), r == 0 ? in : out, out);
+      add_res(&t, p + ".resnets." + std::to_string(r), r == 0 ? l.in : l.out, l.out);
     }
-    if (i == levels - 1) continue;
-    const bool time_up = v.temperal_downsample[static_cast<size_t>(levels - 2 - i)];
-    add_resample(&t, p + (res ? ".upsampler" : ".upsamplers.0"), true, time_up, out,
-                 res ? out : out / 2);
+    if (l.mode == WanResampleMode::kNone) continue;
+    add_resample(&t, p + (res ? ".upsampler" : ".upsamplers.0"), true,
+                 l.mode == WanResampleMode::kUp3d, l.out, l.resample_out);
   }
-  const int64_t last = dd.back();
+  const int64_t last = up.back().out;
   t.push_back({"decoder.norm_out.gamma", {last, 1, 1, 1}, false});
   add_causal(&t, "decoder.conv_out", last, v.out_channels, 3);
   if (!encoder) return t;
