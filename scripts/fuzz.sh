@@ -38,14 +38,17 @@ dict_for() {
 }
 
 # No CUDA kernels here (-DQS_CUDA=OFF): the release build compiles them, and nvcc's three
-# architectures would only add CI time to a build whose point is the host code. A build
-# directory made before the option existed is given it too (it would default to ON).
+# architectures would only add CI time to a build whose point is the host code. Shared
+# libraries (-DQS_SHARED_LIBS=ON): statically linked, every instrumented test executable would
+# carry its own copy of the layers (6 GB in all). A build directory made before either option
+# existed is given it too.
 configure() {
   if [[ ! -f $BUILD/CMakeCache.txt ]]; then
     CC=clang CXX=clang++ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DQS_SANITIZE=ON \
-      -DQS_FUZZ=ON -DQS_BUILD_BENCH=OFF -DQS_CUDA=OFF >/dev/null
-  elif ! grep -q '^QS_CUDA:BOOL=OFF$' "$BUILD/CMakeCache.txt"; then
-    cmake -S . -B "$BUILD" -DQS_CUDA=OFF >/dev/null
+      -DQS_FUZZ=ON -DQS_BUILD_BENCH=OFF -DQS_CUDA=OFF -DQS_SHARED_LIBS=ON >/dev/null
+  elif ! grep -q '^QS_CUDA:BOOL=OFF$' "$BUILD/CMakeCache.txt" ||
+    ! grep -q '^QS_SHARED_LIBS:BOOL=ON$' "$BUILD/CMakeCache.txt"; then
+    cmake -S . -B "$BUILD" -DQS_CUDA=OFF -DQS_SHARED_LIBS=ON >/dev/null
   fi
 }
 
