@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/resident_arena.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "ops/linear.h"
@@ -187,6 +189,9 @@ void bm_kernel_small_m(benchmark::State& state, SmallMKernel kernel, Shape shape
   }
   const std::vector<float> x = random_activations(m * shape.k);
   std::vector<float> y(static_cast<size_t>(m * shape.n));
+  // The GEMV and GEMM ops::linear runs under avx512.
+  const kernels::cpu::LinearKernels& avx512 =
+      kernels::cpu::linear_hwy(kernels::cpu::elementwise_hwy_target(Isa::kAvx512));
   size_t next = 0;
   for (auto _ : state) {
     const void* w = kernel == SmallMKernel::kPanels ? panels[next].get() : ws[next].data;
@@ -194,10 +199,10 @@ void bm_kernel_small_m(benchmark::State& state, SmallMKernel kernel, Shape shape
                                         DType::kBF16, shape.n, nullptr, y.data()};
     switch (kernel) {
       case SmallMKernel::kGemv:
-        kernels::cpu::linear_gemv_avx512(args, 0, shape.n);
+        avx512.gemv(args, 0, shape.n);
         break;
       case SmallMKernel::kGemm:
-        kernels::cpu::linear_gemm_avx512(args, 0, shape.n);
+        avx512.gemm(args, 0, shape.n);
         break;
       case SmallMKernel::kAmx:
         kernels::cpu::linear_gemm_amx_bf16(args, 0, shape.n);
@@ -214,6 +219,96 @@ void bm_kernel_small_m(benchmark::State& state, SmallMKernel kernel, Shape shape
       benchmark::Counter(iters * static_cast<double>(w_bytes) / 1e9, benchmark::Counter::kIsRate);
   state.counters["GFLOP/s"] = benchmark::Counter(
       iters * 2.0 * static_cast<double>(m * shape.n * shape.k) / 1e9, benchmark::Counter::kIsRate);
+}
+
+// One kernel pair (GEMV below `gemm_min_rows`, GEMM from it on) of linear_hwy.cc called
+// directly on one thread over all n columns, for each target ops::linear runs (the best one
+// under avx512, the best 256-bit one under avx2). Run same-run interleaved
+// (--benchmark_enable_random_interleaving=true) to compare targets or a candidate kernel.
+struct KernelPair {
+  std::string name;
+  kernels::cpu::LinearKernel gemv, gemm;
+  int64_t gemm_min_rows;
+  bool supported;
+};
+
+std::vector<KernelPair> kernel_pairs() {
+  std::vector<KernelPair> pairs;
+  for (int64_t t : kernels::cpu::elementwise_hwy_targets()) {
+    const std::string name = kernels::cpu::hwy_target_name(t);
+    if (name != "AVX3_DL" && name != "AVX3" && name != "AVX2") continue;
+    const kernels::cpu::LinearKernels& k = kernels::cpu::linear_hwy(t);
+    pairs.push_back(
+        {"hwy_" + name, k.gemv, k.gemm,
+         name == "AVX2" ? kernels::cpu::kGemmMinRowsAvx2 : kernels::cpu::kGemmMinRowsAvx512,
+         kernels::cpu::hwy_target_supported(t)});
+  }
+  return pairs;
+}
+
+// The weight copies of one (dtype, shape, copies), made once: interleaved repetitions set a
+// benchmark up again each time, and 256 MiB of random weights take a while to make.
+const std::vector<Tensor>& cached_weights(DType dtype, Shape shape, int copies) {
+  static std::vector<std::pair<std::string, std::vector<Tensor>>> cache;
+  const std::string key = std::string(dtype_name(dtype)) + shape.name + std::to_string(copies);
+  for (const auto& [k, ws] : cache) {
+    if (k == key) return ws;
+  }
+  std::vector<Tensor> ws;
+  for (int c = 0; c < copies; ++c)
+    ws.push_back(random_weights(dtype, shape.n, shape.k, static_cast<uint32_t>(c)));
+  cache.emplace_back(key, std::move(ws));
+  return cache.back().second;
+}
+
+void bm_kernel_pair(benchmark::State& state, KernelPair pair, DType dtype, Shape shape, int64_t m) {
+  if (!pair.supported) {
+    state.SkipWithError("this CPU lacks the target");
+    return;
+  }
+  const size_t w_bytes = static_cast<size_t>(shape.n * shape.k) * dtype_size(dtype);
+  const std::vector<Tensor>& ws = cached_weights(dtype, shape, copies_for(m, w_bytes));
+  const std::vector<float> x = random_activations(m * shape.k);
+  std::vector<float> y(static_cast<size_t>(m * shape.n));
+  const kernels::cpu::LinearKernel kernel = m < pair.gemm_min_rows ? pair.gemv : pair.gemm;
+  size_t next = 0;
+  for (auto _ : state) {
+    const kernels::cpu::LinearArgs args{x.data(), m,       shape.k, ws[next].data,
+                                        dtype,    shape.n, nullptr, y.data()};
+    kernel(args, 0, shape.n);
+    benchmark::DoNotOptimize(y.data());
+    next = (next + 1) % ws.size();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GB/s"] =
+      benchmark::Counter(iters * static_cast<double>(w_bytes) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      iters * 2.0 * static_cast<double>(m * shape.n * shape.k) / 1e9, benchmark::Counter::kIsRate);
+}
+
+// The prefill GEMM on bf16 pair panels, on Highway's AVX-512 targets.
+void bm_gemm_pairs(benchmark::State& state, int64_t target, Shape shape, int64_t m) {
+  if (!kernels::cpu::hwy_target_supported(target)) {
+    state.SkipWithError("this CPU lacks the target");
+    return;
+  }
+  const kernels::cpu::LinearKernel kernel = kernels::cpu::linear_hwy(target).gemm_pairs;
+  const Tensor& w = cached_weights(DType::kBF16, shape, 1)[0];
+  const auto panels =
+      alloc_resident(static_cast<size_t>(kernels::cpu::pair_panel_elems(shape.n, shape.k)) * 2);
+  kernels::cpu::pack_bf16_pair_panels(static_cast<const uint16_t*>(w.data), shape.n, shape.k,
+                                      reinterpret_cast<uint16_t*>(panels.get()));
+  const std::vector<float> x = random_activations(m * shape.k);
+  std::vector<float> y(static_cast<size_t>(m * shape.n));
+  for (auto _ : state) {
+    kernel({x.data(), m, shape.k, panels.get(), DType::kBF16, shape.n, nullptr, y.data()}, 0,
+           shape.n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 2.0 *
+                             static_cast<double>(m * shape.n * shape.k) / 1e9,
+                         benchmark::Counter::kIsRate);
 }
 
 void bm_bandwidth(benchmark::State& state, int threads) {
@@ -243,6 +338,31 @@ void register_all() {
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
       }
+    }
+  }
+  // Decode (m = 1), batched decode (4, 16) and prefill (128; 512 on the small q/o) on the
+  // Qwen2.5-0.5B blocks; f16 and f32 weights on gate/up.
+  for (const Shape& shape : {kQwen05B[0], kQwen05B[2], kQwen05B[3]}) {
+    for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+      if (dtype != DType::kBF16 && shape.name != kQwen05B[2].name) continue;
+      for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{16}, int64_t{128}, int64_t{512}}) {
+        if (m == 512 && shape.name != kQwen05B[0].name) continue;
+        if (dtype != DType::kBF16 && m != 1 && m != 128) continue;
+        for (const KernelPair& pair : kernel_pairs()) {
+          const std::string name = std::string("kernel_pair/") + shape.name + "/" +
+                                   dtype_name(dtype) + "/m:" + std::to_string(m) + "/" + pair.name;
+          benchmark::RegisterBenchmark(name.c_str(), bm_kernel_pair, pair, dtype, shape, m)
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
+    }
+    for (int64_t t : kernels::cpu::elementwise_hwy_targets()) {
+      const std::string target = kernels::cpu::hwy_target_name(t);
+      if (target != "AVX3_DL" && target != "AVX3") continue;
+      const std::string name =
+          std::string("gemm_pairs/") + shape.name + "/BF16/m:128/hwy_" + target;
+      benchmark::RegisterBenchmark(name.c_str(), bm_gemm_pairs, t, shape, int64_t{128})
+          ->Unit(benchmark::kMillisecond);
     }
   }
   for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {

@@ -3,12 +3,18 @@
 // at the Qwen2.5-0.5B shapes, every SIMD ISA, against the bf16 dense kernel on the same shape;
 // decode (m = 1, weights rotated over copies that overflow the 32 MiB L3, so DRAM is
 // measured), the GEMV/GEMM crossover (m = 4..32) and prefill (m = 128); 1 and 2 threads.
-// Counters: GB/s of resident weight bytes, GFLOP/s (2 m n k). Run:
+// Counters: GB/s of resident weight bytes, GFLOP/s (2 m n k). `qkernel/<set>/...` and
+// `qquant/<set>/...` call the int8-activation kernels directly, one thread: each x86 Highway
+// target of qlinear_hwy.cc (hwy_<TARGET>) and the hand-written AVX-512 and AVX2 GEMVs (with
+// the quantizer ops::linear runs beside them), for same-run comparisons
+// (--benchmark_enable_random_interleaving=true). Run:
 //   build/qlinear_bench --benchmark_filter=... (see docs/kernels.md)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,7 +25,10 @@
 #include "formats/quant_scheme.h"
 #include "formats/quantized_weight.h"
 #include "kernels/cpu/bandwidth.h"
+#include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/qlinear_cpu.h"
+#include "kernels/qmatrix.h"
 #include "ops/linear.h"
 #include "ops/quant_matrix.h"
 
@@ -155,6 +164,108 @@ void bm_qlinear(benchmark::State& state, Isa isa, Format f, Shape shape, int64_t
       iters * 2.0 * static_cast<double>(m * shape.n * shape.k) / 1e9, benchmark::Counter::kIsRate);
 }
 
+// One kernel set of the int8-activation path, called directly on one thread (quantize x,
+// then the GEMV below kQGemmMinRows rows, the GEMM from there, as ops::linear picks): the
+// hand-written kernels and each Highway target's side by side, for same-run comparisons.
+struct KernelVariant {
+  std::string name;
+  kernels::cpu::QLinearKernels k;
+};
+
+std::vector<KernelVariant> kernel_variants() {
+  std::vector<KernelVariant> v;
+#if QS_X86
+  // The hand-written GEMVs have no GEMM of their own (gemm null: no m >= kQGemmMinRows rows).
+  const auto quantizer = [](Isa isa) {
+    return kernels::cpu::qlinear_hwy(kernels::cpu::elementwise_hwy_target(isa)).quantize_acts;
+  };
+  if (kernels::isa_supported(Isa::kAvx512)) {
+    v.push_back({"avx512", {kernels::cpu::qlinear_gemv_avx512, nullptr, quantizer(Isa::kAvx512)}});
+  }
+  if (kernels::isa_supported(Isa::kAvx2)) {
+    v.push_back({"avx2", {kernels::cpu::qlinear_gemv_avx2, nullptr, quantizer(Isa::kAvx2)}});
+  }
+#endif
+  for (int64_t t : kernels::cpu::elementwise_hwy_targets()) {
+    // The targets ops::linear runs on x86 (elementwise_hwy_target of avx512 and avx2).
+    const std::string name = kernels::cpu::hwy_target_name(t);
+    if (!kernels::cpu::hwy_target_supported(t) ||
+        (name != "AVX3_DL" && name != "AVX3" && name != "AVX2")) {
+      continue;
+    }
+    v.push_back({"hwy_" + name, kernels::cpu::qlinear_hwy(t)});
+  }
+  return v;
+}
+
+// The copies bm_qkernel cycles through, made once per format, shape and count: interleaved
+// repetitions run each benchmark many times, and making 128 MiB of weights each time would
+// take longer than timing them. 128 MiB (4x the L3) still sends decode to DRAM.
+const std::vector<ops::LinearWeight>& cached_weights(Format f, const Shape& shape, int64_t m) {
+  static std::map<std::string, std::vector<ops::LinearWeight>> cache;
+  const ops::LinearWeight first = make_weight(f, shape, 0);
+  if (first.empty()) return cache[""];
+  const size_t bytes = first.resident_bytes();
+  constexpr size_t kWorkingSet = size_t{128} << 20;
+  const size_t copies = m > 32 ? 1 : std::max<size_t>(1, (kWorkingSet + bytes - 1) / bytes);
+  std::vector<ops::LinearWeight>& ws =
+      cache[std::string(shape.name) + "/" + format_name(f) + "/" + std::to_string(copies)];
+  if (ws.empty()) {
+    ws.push_back(first);
+    for (size_t c = 1; c < copies; ++c) {
+      ws.push_back(make_weight(f, shape, static_cast<uint32_t>(c)));
+    }
+  }
+  return ws;
+}
+
+void bm_qkernel(benchmark::State& state, kernels::cpu::QLinearKernels k, Format f, Shape shape,
+                int64_t m) {
+  const std::vector<ops::LinearWeight>& ws = cached_weights(f, shape, m);
+  if (ws.empty() || ws[0].quant == nullptr || !ws[0].quant->packed()) {
+    state.SkipWithError("QuantMatrix::make failed");
+    return;
+  }
+  const size_t bytes = ws[0].resident_bytes();
+  std::vector<float> x(static_cast<size_t>(m * shape.k));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i * 37 % 101) / 64.0f - 0.78f;
+  std::vector<float> y(static_cast<size_t>(m * shape.n));
+  const size_t acts_bytes = kernels::qacts_bytes(ws[0].quant->view(), m);
+  std::unique_ptr<void, decltype(&std::free)> acts(
+      std::aligned_alloc(64, (acts_bytes + 63) / 64 * 64), &std::free);
+  const auto kernel = m >= kernels::cpu::kQGemmMinRows ? k.gemm : k.gemv;
+  size_t at = 0;
+  for (auto _ : state) {
+    const kernels::QMatrixView& w = ws[at].quant->view();
+    const kernels::QActsView a = k.quantize_acts(w, x.data(), m, acts.get());
+    kernel({&w, &a, nullptr, y.data()}, 0, shape.n);
+    benchmark::DoNotOptimize(y.data());
+    at = (at + 1) % ws.size();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GB/s"] =
+      benchmark::Counter(iters * static_cast<double>(bytes) / 1e9, benchmark::Counter::kIsRate);
+}
+
+// quantize_acts alone, for the kernel sets above: x [m, k] for a g128 weight of width k.
+void bm_quantize(benchmark::State& state, kernels::cpu::QLinearKernels k, Shape shape, int64_t m) {
+  const ops::LinearWeight w = make_weight(Format::kInt4G128, shape, 0);
+  if (w.quant == nullptr || !w.quant->packed()) {
+    state.SkipWithError("QuantMatrix::make failed");
+    return;
+  }
+  const kernels::QMatrixView& view = w.quant->view();
+  std::vector<float> x(static_cast<size_t>(m * shape.k));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i * 37 % 101) / 64.0f - 0.78f;
+  const size_t acts_bytes = kernels::qacts_bytes(view, m);
+  std::unique_ptr<void, decltype(&std::free)> acts(
+      std::aligned_alloc(64, (acts_bytes + 63) / 64 * 64), &std::free);
+  for (auto _ : state) {
+    const kernels::QActsView a = k.quantize_acts(view, x.data(), m, acts.get());
+    benchmark::DoNotOptimize(a.q);
+  }
+}
+
 void bm_bandwidth(benchmark::State& state, int threads) {
   ThreadPool pool(threads);
   kernels::ReadBandwidth bw;
@@ -173,6 +284,30 @@ void register_all() {
                                  bm_bandwidth, threads)
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond);
+  }
+  for (const KernelVariant& v : kernel_variants()) {
+    const bool hand_gemv = v.k.gemm == nullptr;  // its quantizer is a Highway target's
+    for (int64_t m : {int64_t{1}, int64_t{64}}) {
+      if (hand_gemv) break;
+      for (const Shape& shape : {kQwen05B[0], kQwen05B[3]}) {  // k = 896, 4864
+        const std::string name =
+            "qquant/" + v.name + "/k:" + std::to_string(shape.k) + "/m:" + std::to_string(m);
+        benchmark::RegisterBenchmark(name.c_str(), bm_quantize, v.k, shape, m)
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+    for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{64}}) {
+      if (hand_gemv && m >= kernels::cpu::kQGemmMinRows) continue;
+      for (const Shape& shape : kQwen05B) {
+        for (Format f : {Format::kInt4G128, Format::kInt4G32, Format::kInt8Channel}) {
+          const std::string name = "qkernel/" + v.name + "/" + shape.name + "/" + format_name(f) +
+                                   "/m:" + std::to_string(m);
+          benchmark::RegisterBenchmark(name.c_str(), bm_qkernel, v.k, f, shape, m)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
+      }
+    }
   }
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
     if (!kernels::isa_supported(isa)) continue;

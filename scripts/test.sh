@@ -2,7 +2,8 @@
 # Sets up, builds and runs every test: the release build runs all suites (unit, kernels,
 # golden, fuzz replays) and the end-to-end server tests (pytest, tests/server); a
 # position-independent build of the libraries gives the Python package, tested with pytest
-# (tests/python); a second build
+# (tests/python); a cross build for aarch64 runs the compute layers' tests under qemu
+# (scripts/test_aarch64.sh); a third build
 # (clang, build-san/) with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's
 # instrumentation runs the C++ suites again, golden suites and the generation loop included,
 # and then the fuzzers briefly (scripts/fuzz.sh --ci). Exits non-zero on any failure.
@@ -55,6 +56,12 @@ cmake --build build-py --target _core quantserve -j"$jobs"
 cmake --install build-py --prefix build-py/site >/dev/null
 PYTHONPATH="$PWD/build-py/site" .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 phase "python package"
+
+# Portability (issue 34): the compute layers and their unit and kernel tests cross-built for
+# aarch64 with Debian's cross compiler and run under qemu-aarch64, where the Highway kernels run
+# their NEON target (installs the cross toolchain and arm64 libraries it lacks).
+scripts/test_aarch64.sh
+phase "aarch64 under qemu"
 
 # One clang build with AddressSanitizer + UndefinedBehaviorSanitizer (float-cast-overflow
 # included, -O1; test bodies -O0) and libFuzzer's coverage instrumentation of the parsing

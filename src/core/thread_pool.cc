@@ -7,9 +7,13 @@
 namespace qs {
 namespace {
 
+// The spin-wait hint: it lets a sibling hyperthread (or, on aarch64, an SMT or a virtualised
+// core) run while this one waits; elsewhere the loop spins plainly.
 inline void cpu_relax() {
 #if defined(__x86_64__)
   __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
 #endif
 }
 

@@ -99,6 +99,7 @@ struct Fp8RowKernels {
   float (*dot)(const float*, const uint8_t*, int64_t);
   void (*axpy)(float, const uint8_t*, float*, int64_t);
 };
+#if QS_X86
 constexpr Fp8RowKernels kE4M3Avx512 = {kernels::cpu::kv_dot_e4m3_avx512,
                                        kernels::cpu::kv_axpy_e4m3_avx512};
 constexpr Fp8RowKernels kE5M2Avx512 = {kernels::cpu::kv_dot_e5m2_avx512,
@@ -132,6 +133,7 @@ void wsum16_for(const float* w, const typename Codec::T* v, int64_t stride, int 
     kernels::cpu::attn_wsum16_e5m2_avx512(w, v, stride, n, hd, o);
   }
 }
+#endif  // QS_X86
 
 template <class Codec>
 __attribute__((always_inline)) inline void attend_tile_impl(
@@ -177,6 +179,7 @@ __attribute__((always_inline)) inline void attend_tile_impl(
   auto row_of = [&](const T* base, int64_t key) {
     return base + cache_offset(c, s.block_table, key, tile.kv_head);
   };
+#if QS_X86  // elsewhere dots16 is never set: the sixteen-key kernels are AVX-512's
   // With the sixteen-key kernels, keys go by in runs of at most 16 inside one block (a block's
   // rows lie at a fixed stride); a row's scores outside its causal range are written but never
   // read, and weigh nothing in the value sum below.
@@ -197,7 +200,9 @@ __attribute__((always_inline)) inline void attend_tile_impl(
         for (int64_t j = 0; j < n; ++j) sk[r * n_keys + j] = d16[j] * score_scale;
       }
     }
-  } else {
+  } else
+#endif
+  {
     for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
       const T* kr = row_of(kc, key);
       float* sk = scores.data() + (key - tile.key_begin);
@@ -227,6 +232,7 @@ __attribute__((always_inline)) inline void attend_tile_impl(
     row_sum[r] = sum;
     std::fill_n(o_rows[r], hd, 0.0f);
   }
+#if QS_X86
   if (dots16) {
     float w16[16];
     for (int64_t key = tile.key_begin, n; key < tile.key_end; key += n) {
@@ -241,7 +247,9 @@ __attribute__((always_inline)) inline void attend_tile_impl(
         wsum16_for<Codec>(w16, vr, stride, static_cast<int>(n), hd, o_rows[r]);
       }
     }
-  } else {
+  } else
+#endif
+  {
     for (int64_t key = tile.key_begin; key < tile.key_end; ++key) {
       const T* vr = row_of(vc, key);
       const float* sk = scores.data() + (key - tile.key_begin);
@@ -270,19 +278,27 @@ __attribute__((always_inline)) inline void attend_tile_impl(
   }
 }
 
-// One entry point per cache dtype, each cloned per ISA.
-#define QS_ATTEND_TILE(name, Codec)                                                           \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void name(    \
-      const float* q, const PagedKvLayer& c, const AttentionSeq& s, const AttentionParams& p, \
-      const Tile& tile, std::vector<float>& scores, float* out, float* partials,              \
-      const Fp8RowKernels* rk, bool dots16) {                                                 \
-    attend_tile_impl<Codec>(q, c, s, p, tile, scores, out, partials, rk, dots16);             \
+// One entry point per cache dtype, each cloned per ISA on x86 (elsewhere the compiler's
+// baseline, which is aarch64's NEON).
+#if QS_X86
+#define QS_ATTEND_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define QS_ATTEND_CLONES
+#endif
+#define QS_ATTEND_TILE(name, Codec)                                                        \
+  QS_ATTEND_CLONES void name(const float* q, const PagedKvLayer& c, const AttentionSeq& s, \
+                             const AttentionParams& p, const Tile& tile,                   \
+                             std::vector<float>& scores, float* out, float* partials,      \
+                             const Fp8RowKernels* rk, bool dots16) {                       \
+    attend_tile_impl<Codec>(q, c, s, p, tile, scores, out, partials, rk, dots16);          \
   }
 QS_ATTEND_TILE(attend_tile_f32, KvF32)
 QS_ATTEND_TILE(attend_tile_bf16, KvBF16)
 QS_ATTEND_TILE(attend_tile_e4m3, KvFp8E4M3)
 QS_ATTEND_TILE(attend_tile_e5m2, KvFp8E5M2)
 #undef QS_ATTEND_TILE
+#undef QS_ATTEND_CLONES
 
 using AttendTileFn = void (*)(const float*, const PagedKvLayer&, const AttentionSeq&,
                               const AttentionParams&, const Tile&, std::vector<float>&, float*,
@@ -291,9 +307,11 @@ using AttendTileFn = void (*)(const float*, const PagedKvLayer&, const Attention
 // The AVX-512 fp8 row loops for a cache of `t`, or null (other dtypes, or no AVX-512: the
 // portable codec loops run).
 const Fp8RowKernels* fp8_row_kernels_for(DType t) {
+#if QS_X86
   if (kernels::active_isa() != kernels::Isa::kAvx512) return nullptr;
   if (t == DType::kF8E4M3) return &kE4M3Avx512;
   if (t == DType::kF8E5M2) return &kE5M2Avx512;
+#endif
   return nullptr;
 }
 

@@ -10,6 +10,7 @@
 namespace qs::ops {
 namespace {
 
+#if QS_X86
 // Per-thread scratch of the kernel (packed K and V of one kv head, the tiles), which only
 // grows (kernels must not allocate).
 std::vector<char>& causal_attention_scratch(size_t bytes) {
@@ -17,12 +18,17 @@ std::vector<char>& causal_attention_scratch(size_t bytes) {
   if (buf.size() < bytes) buf.resize(bytes);
   return buf;
 }
+#endif
 
 }  // namespace
 
 bool causal_attention_bf16_runs(int64_t head_dim) {
+#if QS_X86
   static const bool native = kernels::active_isa() == kernels::Isa::kAvx512 &&
                              kernels::cpu::causal_attention_bf16_avx512_supported();
+#else
+  constexpr bool native = false;  // the kernel is AVX-512's
+#endif
   return native && head_dim > 0 && head_dim % 2 == 0 &&
          head_dim <= kernels::cpu::kCausalAttentionBf16MaxHeadDim;
 }
@@ -45,6 +51,7 @@ Status causal_attention_bf16(const CausalAttentionShape& s, const float* q, cons
   if (q == nullptr || k == nullptr || v == nullptr || out == nullptr || lse == nullptr) {
     return invalid_argument("causal_attention_bf16: null operand " + shape);
   }
+#if QS_X86
   const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
   const int64_t q_dim = s.n_heads * hd, kv_dim = s.n_kv_heads * hd;
   const auto bytes =
@@ -69,6 +76,7 @@ Status causal_attention_bf16(const CausalAttentionShape& s, const float* q, cons
       kernels::cpu::causal_attention_bf16_avx512(args, scratch);
     }
   });
+#endif
   return ok_status();
 }
 

@@ -21,12 +21,14 @@ std::vector<float>& pack_scratch(size_t count) {
   return buf;
 }
 
+#if QS_X86
 // Per-thread bf16 packing buffers (gemm_bf16_avx512), which only grow.
 std::vector<uint32_t>& bf16_pack_scratch(size_t count) {
   thread_local std::vector<uint32_t> buf;
   if (buf.size() < count) buf.resize(count);
   return buf;
 }
+#endif
 
 float round_bf16(float f, bool bf16) {
   return bf16 ? bf16_to_f32(f32_to_bf16(f)) : f;
@@ -70,7 +72,11 @@ const char* products_name(Products p) {
 }
 
 bool bf16_products_native(kernels::Isa isa) {
+#if QS_X86
   return isa == kernels::Isa::kAvx512 && kernels::cpu::gemm_bf16_avx512_supported();
+#else
+  return false;  // vdpbf16ps is AVX-512's; elsewhere bf16 operands are rounded, then f32 GEMM
+#endif
 }
 
 Status gemm_with_isa(kernels::Isa isa, const kernels::GemmArgs& g, ThreadPool* pool,
@@ -91,6 +97,7 @@ Status gemm_with_isa(kernels::Isa isa, const kernels::GemmArgs& g, ThreadPool* p
   const bool parallel =
       pool != nullptr && pool->n_threads() > 1 && g.m * g.n * g.k >= kMinParallelMacs;
   const bool bf16 = products == Products::kBf16;
+#if QS_X86
   if (bf16 && bf16_products_native(isa)) {
     const auto dwords = static_cast<size_t>(kernels::cpu::gemm_bf16_avx512_scratch_dwords(g));
     auto rows = [&](int64_t begin, int64_t end) {
@@ -103,6 +110,7 @@ Status gemm_with_isa(kernels::Isa isa, const kernels::GemmArgs& g, ThreadPool* p
     }
     return ok_status();
   }
+#endif
   if (bf16 && isa == kernels::Isa::kRef) {
     if (parallel) {
       pool->parallel_for(
@@ -148,12 +156,17 @@ Status gemm_with_isa(kernels::Isa isa, const kernels::GemmArgs& g, ThreadPool* p
   }
   // The Highway kernel (gemm_hwy.cc) of the target the per-token ops run for this ISA. It packs
   // A and B through their strides itself, each thread into its own scratch.
+#if QS_X86
   static const kernels::cpu::GemmF32Kernel kAvx512Kernel =
       kernels::cpu::gemm_f32_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kAvx512));
   static const kernels::cpu::GemmF32Kernel kAvx2Kernel =
       kernels::cpu::gemm_f32_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kAvx2));
   const kernels::cpu::GemmF32Kernel kernel =
       isa == kernels::Isa::kAvx512 ? kAvx512Kernel : kAvx2Kernel;
+#else
+  static const kernels::cpu::GemmF32Kernel kernel =
+      kernels::cpu::gemm_f32_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kHwy));
+#endif
   const auto floats = static_cast<size_t>(kernels::cpu::gemm_f32_hwy_scratch_floats(g));
   auto rows = [&](int64_t begin, int64_t end) {
     kernel(g, begin, end, pack_scratch(floats).data());

@@ -14,6 +14,7 @@
 
 #include "core/mmap_file.h"
 #include "core/resident_arena.h"
+#include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "kernels/cpu/qlinear_bf16act.h"
@@ -32,7 +33,7 @@ struct CpuPairPanels final : PackedWeight {
   std::shared_ptr<uint8_t[]> data;
 };
 
-using LinearKernel = void (*)(const kernels::cpu::LinearArgs&, int64_t, int64_t);
+using kernels::cpu::LinearKernel;
 
 // The GEMM packs weight panels once per call; it pays off only for many rows of x.
 bool use_gemm(kernels::Isa isa, int64_t m) {
@@ -40,17 +41,16 @@ bool use_gemm(kernels::Isa isa, int64_t m) {
                                             : kernels::cpu::kGemmMinRowsAvx2);
 }
 
+// The Highway kernels (linear_hwy.cc) of the target the per-token ops run for this ISA (the
+// best the CPU has, but 256-bit code under avx2); null for the reference.
 LinearKernel choose_kernel(kernels::Isa isa, int64_t m) {
-  const bool gemm = use_gemm(isa, m);
-  switch (isa) {
-    case kernels::Isa::kAvx512:
-      return gemm ? kernels::cpu::linear_gemm_avx512 : kernels::cpu::linear_gemv_avx512;
-    case kernels::Isa::kAvx2:
-      return gemm ? kernels::cpu::linear_gemm_avx2 : kernels::cpu::linear_gemv_avx2;
-    case kernels::Isa::kRef:
-      return nullptr;
-  }
-  return nullptr;
+  if (isa == kernels::Isa::kRef) return nullptr;
+  static const kernels::cpu::LinearKernels& best =
+      kernels::cpu::linear_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kAvx512));
+  static const kernels::cpu::LinearKernels& avx2 =
+      kernels::cpu::linear_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kAvx2));
+  const kernels::cpu::LinearKernels& k = isa == kernels::Isa::kAvx2 ? avx2 : best;
+  return use_gemm(isa, m) ? k.gemm : k.gemv;
 }
 
 using QLinearKernel = void (*)(const kernels::cpu::QLinearArgs&, int64_t, int64_t);
@@ -75,6 +75,28 @@ void* acts_scratch(size_t bytes) {
   return scratch.data.get();
 }
 
+// The int8-activation kernels for `isa` (not kRef): the Highway target the per-token ops run
+// for `isa` (qlinear_hwy.cc), as ops::gemm picks its f32 kernel, but on x86 the hand-written
+// GEMV of that ISA, which Highway's measured slower on some Qwen2.5-0.5B decode rows (up to
+// 1.32x the AVX-512 one at m = 1 on W8, 2.2x the AVX2 one; docs/kernels.md, "Quantized
+// linear kernels").
+const kernels::cpu::QLinearKernels& qlinear_kernels(kernels::Isa isa) {
+  static const kernels::cpu::QLinearKernels& hwy512 =
+      kernels::cpu::qlinear_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kAvx512));
+  static const kernels::cpu::QLinearKernels& hwy2 =
+      kernels::cpu::qlinear_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kAvx2));
+#if QS_X86
+  static const kernels::cpu::QLinearKernels avx512 = {kernels::cpu::qlinear_gemv_avx512,
+                                                      hwy512.gemm, hwy512.quantize_acts};
+  static const kernels::cpu::QLinearKernels avx2 = {kernels::cpu::qlinear_gemv_avx2, hwy2.gemm,
+                                                    hwy2.quantize_acts};
+#else
+  static const kernels::cpu::QLinearKernels& avx512 = hwy512;
+  static const kernels::cpu::QLinearKernels& avx2 = hwy2;
+#endif
+  return isa == kernels::Isa::kAvx512 ? avx512 : avx2;
+}
+
 // One weight's share of a call, checked and ready to run on any range of its output columns.
 struct Job {
   int64_t n = 0;       // output columns
@@ -96,18 +118,15 @@ Job packed_job(kernels::Isa isa, int64_t m, const QuantMatrix& q, const kernels:
   const int64_t n = w->n;
   const bool gemm = m >= kernels::cpu::kQGemmMinRows;
   QLinearKernel kernel = nullptr;
-  switch (isa) {
-    case kernels::Isa::kAvx512:
-      kernel = gemm ? kernels::cpu::qlinear_gemm_avx512 : kernels::cpu::qlinear_gemv_avx512;
-      if (m >= kernels::cpu::kQAmxMinRows && kernels::amx_int8_active()) {
-        kernel = kernels::cpu::qlinear_gemm_amx;
-      }
-      break;
-    case kernels::Isa::kAvx2:
-      kernel = gemm ? kernels::cpu::qlinear_gemm_avx2 : kernels::cpu::qlinear_gemv_avx2;
-      break;
-    case kernels::Isa::kRef:
-      break;
+  if (isa != kernels::Isa::kRef) {
+    const kernels::cpu::QLinearKernels& k = qlinear_kernels(isa);
+    kernel = gemm ? k.gemm : k.gemv;
+#if QS_X86
+    if (isa == kernels::Isa::kAvx512 && m >= kernels::cpu::kQAmxMinRows &&
+        kernels::amx_int8_active()) {
+      kernel = kernels::cpu::qlinear_gemm_amx;
+    }
+#endif
   }
   Job job;
   job.n = n;
@@ -135,19 +154,20 @@ kernels::QActsView quantize_for(kernels::Isa isa, const QuantMatrix& q, const fl
     return kernels::quantize_acts_declared(q.view(), q.act_quant(), q.input_scale(), x, m,
                                            acts_scratch(kernels::qacts_bytes(q.view(), m)));
   }
-  QuantizeActs quantize = kernels::quantize_acts;
-  if (isa == kernels::Isa::kAvx512) quantize = kernels::cpu::quantize_acts_avx512;
-  if (isa == kernels::Isa::kAvx2) quantize = kernels::cpu::quantize_acts_avx2;
+  const QuantizeActs quantize =
+      isa == kernels::Isa::kRef ? kernels::quantize_acts : qlinear_kernels(isa).quantize_acts;
   return quantize(q.view(), x, m, acts_scratch(kernels::qacts_bytes(q.view(), m)));
 }
 
 // The bf16-activation path: x rounded once per call (on the calling thread; the declared
 // W8A8 grids on AVX-512 where the kernel runs, bit for bit the scalar rounding), then the
 // AVX512-BF16 kernel where the CPU has it (on the resident panels when the weight has them),
-// else the scalar one.
+// else the scalar one (always, off x86).
+#if QS_X86
 bool bf16act_simd(kernels::Isa isa) {
   return isa == kernels::Isa::kAvx512 && kernels::cpu::bf16act_supported();
 }
+#endif
 
 kernels::Bf16ActsView prepare_bf16act(kernels::Isa isa, const QuantMatrix& q, const float* x,
                                       int64_t m) {
@@ -155,8 +175,12 @@ kernels::Bf16ActsView prepare_bf16act(kernels::Isa isa, const QuantMatrix& q, co
   if (!q.act().quantized()) {
     return kernels::prepare_bf16_acts(w, x, m, acts_scratch(kernels::bf16_acts_bytes(w, m)));
   }
+#if QS_X86
   const auto prepare_declared = bf16act_simd(isa) ? kernels::cpu::prepare_declared_bf16_acts_avx512
                                                   : kernels::prepare_declared_bf16_acts;
+#else
+  const auto prepare_declared = kernels::prepare_declared_bf16_acts;
+#endif
   return prepare_declared(w, q.act_quant(), q.input_scale(), q.input_zero(), x, m,
                           acts_scratch(kernels::declared_bf16_acts_bytes(w, m)));
 }
@@ -170,17 +194,23 @@ Job bf16act_job(kernels::Isa isa, const QuantMatrix& q, const kernels::Bf16ActsV
   job.macs = a.m * w->n * w->k;
   job.grain = 16;  // whole panels, and no two threads on one line of y
   const kernels::QPanelsView* panels = q.panels();
-  if (panels != nullptr && bf16act_simd(isa)) {
-    job.run = [=](int64_t b, int64_t e) {
-      kernels::cpu::qlinear_bf16panels_avx512(*panels, a, bias, b, e, y);
-    };
-  } else if (panels != nullptr) {
+#if QS_X86
+  if (bf16act_simd(isa)) {
+    if (panels != nullptr) {
+      job.run = [=](int64_t b, int64_t e) {
+        kernels::cpu::qlinear_bf16panels_avx512(*panels, a, bias, b, e, y);
+      };
+    } else {
+      job.run = [=](int64_t b, int64_t e) {
+        kernels::cpu::qlinear_bf16act_avx512(*w, a, bias, b, e, y);
+      };
+    }
+    return job;
+  }
+#endif
+  if (panels != nullptr) {
     job.run = [=](int64_t b, int64_t e) {
       kernels::ref::qlinear_bf16panels(*panels, a, bias, b, e, y);
-    };
-  } else if (bf16act_simd(isa)) {
-    job.run = [=](int64_t b, int64_t e) {
-      kernels::cpu::qlinear_bf16act_avx512(*w, a, bias, b, e, y);
     };
   } else {
     job.run = [=](int64_t b, int64_t e) { kernels::ref::qlinear_bf16act(*w, a, bias, b, e, y); };
@@ -243,18 +273,22 @@ Result<Job> dense_job(kernels::Isa isa, const float* x, int64_t m, const Tensor&
   // Narrow matrices (k/v projections) lose more to packing x than the tiles win (measured,
   // docs/kernels.md "AMX bf16 GEMM"). From 8 rows on (batched decode) the tiles beat the GEMV,
   // which is compute-bound there.
+#if QS_X86
   if (isa == kernels::Isa::kAvx512 && m >= kernels::cpu::kAmxBf16MinRows &&
       n >= kernels::cpu::kAmxBf16MinCols && kernels::amx_active() &&
       kernels::cpu::linear_amx_bf16_supports(args)) {
     run = kernels::cpu::linear_gemm_amx_bf16;
     job.grain = kernels::cpu::kColumnGrain;
   }
+#endif
   job.run = [=](int64_t begin, int64_t end) { run(args, begin, end); };
   return job;
 }
 
 // A weight with pair panels on the AVX-512 path: one kernel for every m, whole panels per
-// thread. Construction (with_panels) checked the shape; k >= 1.
+// thread. Construction (with_panels) checked the shape; k >= 1. Off x86 no weight has them
+// (with_panels makes them for avx512 only), and the code that runs them is not compiled.
+#if QS_X86
 Job panels_job(const float* x, int64_t m, const LinearWeight& w, const float* bias, float* y) {
   const int64_t n = w.dense.dim(0), k = w.dense.dim(1);
   Job job;
@@ -265,15 +299,19 @@ Job panels_job(const float* x, int64_t m, const LinearWeight& w, const float* bi
   // From prefill-sized m the k-blocked GEMM keeps its x strips in L1 (the panel kernel,
   // which streams all of k per pass, ran the Qwen2.5-0.5B prefill ~10 % slower on one thread).
   const bool gemm = use_gemm(kernels::Isa::kAvx512, m);
+  static const LinearKernel gemm_pairs =
+      kernels::cpu::linear_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kAvx512))
+          .gemm_pairs;
   job.run = [=](int64_t begin, int64_t end) {
     if (gemm && begin % kernels::cpu::kPanelCols == 0) {
-      kernels::cpu::linear_gemm_pairs_avx512(args, begin, end);
+      gemm_pairs(args, begin, end);
     } else {
       kernels::cpu::linear_panels_bf16_avx512(args, begin, end);
     }
   };
   return job;
 }
+#endif
 
 void run_job(const Job& job, ThreadPool& pool) {
   if (job.macs < kMinParallelMacs) {
@@ -391,10 +429,12 @@ Status linear_with_isa(kernels::Isa isa, const float* x, int64_t m, const Linear
   // Neither with_panels nor QuantMatrix::make admits an empty weight, so only m can make the
   // call empty.
   if (m == 0) return ok_status();
+#if QS_X86
   if (panels) {
     run_job(panels_job(x, m, w, bias, y), pool);
     return ok_status();
   }
+#endif
   const QuantMatrix& q = *w.quant;
   // Declared activations (W8A8) decide for themselves; weights made with exact panels run
   // them; other weight-only schemes follow the process-wide precision.
@@ -500,8 +540,10 @@ Status linear_grouped(const float* x, std::span<const GroupedOut> outs, ThreadPo
       v.qsum = acts.qsum + r * blocks;
       views.push_back(v);
       jobs.push_back(packed_job(isa, o->rows, *q, &views.back(), o->bias, o->y));
+#if QS_X86
     } else if (o->w->reads_panels(isa)) {
       jobs.push_back(panels_job(xo, o->rows, *o->w, o->bias, o->y));
+#endif
     } else {
       QS_ASSIGN_OR_RETURN(
           Job job, dense_job(isa, xo, o->rows, q ? q->fallback() : o->w->dense, o->bias, o->y));

@@ -127,6 +127,16 @@ Status check_act(const formats::QuantScheme& scheme, const formats::QuantizedWei
   return ok_status();
 }
 
+// Whether the AVX512-BF16 kernels of kernels/cpu/qlinear_bf16act.h run the bf16-activation
+// path (x86 only).
+bool bf16act_kernels_run() {
+#if QS_X86
+  return kernels::active_isa() == kernels::Isa::kAvx512 && kernels::cpu::bf16act_supported();
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const QuantMatrix>> QuantMatrix::make(const formats::QuantScheme& scheme,
@@ -162,8 +172,7 @@ Result<std::shared_ptr<const QuantMatrix>> QuantMatrix::make(const formats::Quan
   }();
   if (panels_on && !scheme.act.quantized() &&
       activation_precision() == ActivationPrecision::kBf16 &&
-      kernels::qpanels_supported(q->view_) && kernels::active_isa() == kernels::Isa::kAvx512 &&
-      kernels::cpu::bf16act_supported()) {
+      kernels::qpanels_supported(q->view_) && bf16act_kernels_run()) {
     const size_t pbytes = (kernels::qpanels_bytes(q->view_) + 63) / 64 * 64;
     q->panels_storage_ = alloc_resident(pbytes);
     if (q->panels_storage_ == nullptr) {
@@ -216,8 +225,7 @@ std::string QuantMatrix::kernel() const {
     const std::string codes = view_.fp8 ? "fp8 e4m3 (1 byte)" : "int" + std::to_string(view_.bits);
     const std::string group =
         view_.n_groups == 1 ? std::string("per-channel") : "g" + std::to_string(view_.group_size);
-    const bool simd =
-        kernels::active_isa() == kernels::Isa::kAvx512 && kernels::cpu::bf16act_supported();
+    const bool simd = bf16act_kernels_run();
     return codes + " " + group + " x bf16-exact activations (" + (simd ? "avx512-bf16" : "scalar") +
            ")" + acts;
   }

@@ -11,11 +11,13 @@ void scale_search_errors_with_isa(kernels::Isa isa, const float* w, const float*
                                   int64_t count, const float* scales, int64_t n_scales, int half,
                                   double* errors) {
   QS_CHECK(kernels::isa_supported(isa));
+#if QS_X86
   if (isa == kernels::Isa::kAvx512) {
     kernels::cpu::scale_search_errors_avx512(w, imat, count, scales, n_scales, half, errors);
-  } else {
-    kernels::ref::scale_search_errors(w, imat, count, scales, n_scales, half, errors);
+    return;
   }
+#endif
+  kernels::ref::scale_search_errors(w, imat, count, scales, n_scales, half, errors);
 }
 
 void scale_search_errors(const float* w, const float* imat, int64_t count, const float* scales,
@@ -27,11 +29,13 @@ void scale_search_errors(const float* w, const float* imat, int64_t count, const
 void scale_candidates_with_isa(kernels::Isa isa, float gmax, int half, double step, int imax,
                                float* out) {
   QS_CHECK(kernels::isa_supported(isa));
+#if QS_X86
   if (isa == kernels::Isa::kAvx512) {
     kernels::cpu::scale_candidates_avx512(gmax, half, step, imax, out);
-  } else {
-    kernels::ref::scale_candidates(gmax, half, step, imax, out);
+    return;
   }
+#endif
+  kernels::ref::scale_candidates(gmax, half, step, imax, out);
 }
 
 void scale_candidates(float gmax, int half, double step, int imax, float* out) {

@@ -20,6 +20,7 @@
 #include "core/resident_arena.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_cpu.h"
 #include "kernels/ref/linear_ref.h"
@@ -157,8 +158,12 @@ TEST(PairPanels, PrefillGemmFromPairsMatchesTheF32Oracle) {
     const kernels::cpu::LinearArgs args{x.data(),     c.m, c.k,         p.get(),
                                         DType::kBF16, c.n, bias.data(), y.data()};
     const int64_t split = std::min<int64_t>(c.n, kPanelCols);
-    kernels::cpu::linear_gemm_pairs_avx512(args, 0, split);
-    kernels::cpu::linear_gemm_pairs_avx512(args, split, c.n);
+    // What ops::linear runs under avx512 (every target: linear_kernels_test's LinearHwyPairs).
+    const kernels::cpu::LinearKernel gemm_pairs =
+        kernels::cpu::linear_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kAvx512))
+            .gemm_pairs;
+    gemm_pairs(args, 0, split);
+    gemm_pairs(args, split, c.n);
     ASSERT_TRUE(matches_oracle(x, w, bias.data(), y, c.m, c.n, c.k))
         << "m=" << c.m << " n=" << c.n << " k=" << c.k;
   }

@@ -1,7 +1,9 @@
 // Kernel tests for the quantized linear: the resident repack, int8 activations and every
-// int kernel this CPU has (avx2, avx512; GEMV and GEMM) against kernels::ref::qlinear_int8,
-// the int8 reference against the unquantized-activation one within the bound the activation
-// rounding allows, and ops::linear on a QuantMatrix (packed and dequantized fallback).
+// int kernel this CPU has (each Highway target of qlinear_hwy.cc, GEMV and GEMM, and the
+// hand-written AVX-512 and AVX2 GEMVs) against kernels::ref::qlinear_int8, the int8 reference
+// against the unquantized-activation one within the bound the activation rounding allows, and
+// ops::linear on a QuantMatrix (packed and dequantized fallback). A target the CPU lacks skips by
+// name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "../common/isa_skip.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "formats/quantized_weight.h"
+#include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/qlinear_cpu.h"
 #include "kernels/qmatrix.h"
@@ -119,19 +121,12 @@ struct Acts {
   QActsView view;
 };
 
-Acts quantize(const QMatrixView& w, const std::vector<float>& x, int64_t m, Isa isa) {
+// The scalar quantize_acts, or `simd` (a kernel set's) when given.
+Acts quantize(const QMatrixView& w, const std::vector<float>& x, int64_t m,
+              decltype(kernels::cpu::QLinearKernels::quantize_acts) simd = nullptr) {
   Acts a{aligned_buffer(kernels::qacts_bytes(w, m)), {}};
-  switch (isa) {
-    case Isa::kRef:
-      a.view = kernels::quantize_acts(w, x.data(), m, a.buf.get());
-      break;
-    case Isa::kAvx2:
-      a.view = kernels::cpu::quantize_acts_avx2(w, x.data(), m, a.buf.get());
-      break;
-    case Isa::kAvx512:
-      a.view = kernels::cpu::quantize_acts_avx512(w, x.data(), m, a.buf.get());
-      break;
-  }
+  a.view = simd != nullptr ? simd(w, x.data(), m, a.buf.get())
+                           : kernels::quantize_acts(w, x.data(), m, a.buf.get());
   return a;
 }
 
@@ -172,18 +167,40 @@ double term_magnitude(const QMatrixView& w, const QActsView& a, int64_t i, int64
 // catches one wrong block out of the 150 of k = 4864 by three orders of magnitude.
 constexpr double kOrderTolerance = 4e-6;
 
-std::vector<Isa> simd_isas() {
-  return testing_util::runnable_isas({Isa::kAvx2, Isa::kAvx512});
-}
-
 using QKernel = void (*)(const kernels::cpu::QLinearArgs&, int64_t, int64_t);
 
-QKernel kernel_for(Isa isa, bool gemm) {
-  if (isa == Isa::kAvx512) {
-    return gemm ? kernels::cpu::qlinear_gemm_avx512 : kernels::cpu::qlinear_gemv_avx512;
+// One set of int kernels under test; a null member is one the set does not have.
+struct KernelSet {
+  std::string name;
+  bool supported;
+  kernels::cpu::QLinearKernels k;
+};
+
+// Every target qlinear_hwy.cc is compiled for, whether or not this CPU has it (those it lacks
+// skip by name), and the hand-written GEMVs still kept beside them (null: none of their own).
+std::vector<KernelSet> kernel_sets() {
+  std::vector<KernelSet> sets;
+  for (int64_t t : kernels::cpu::elementwise_hwy_targets()) {
+    sets.push_back({std::string("hwy_") + kernels::cpu::hwy_target_name(t),
+                    kernels::cpu::hwy_target_supported(t), kernels::cpu::qlinear_hwy(t)});
   }
-  return gemm ? kernels::cpu::qlinear_gemm_avx2 : kernels::cpu::qlinear_gemv_avx2;
+#if QS_X86
+  sets.push_back({"avx512",
+                  kernels::isa_supported(Isa::kAvx512),
+                  {kernels::cpu::qlinear_gemv_avx512, nullptr, nullptr}});
+  sets.push_back({"avx2",
+                  kernels::isa_supported(Isa::kAvx2),
+                  {kernels::cpu::qlinear_gemv_avx2, nullptr, nullptr}});
+#endif
+  return sets;
 }
+
+class QLinearIntKernels : public ::testing::TestWithParam<KernelSet> {
+ protected:
+  void SetUp() override {
+    if (!GetParam().supported) GTEST_SKIP() << "this CPU lacks " << GetParam().name;
+  }
+};
 
 struct Shape {
   int64_t m, n, k;
@@ -255,57 +272,59 @@ TEST(QMatrix, ExplainsWhatTheIntKernelsCannotRun) {
   EXPECT_EQ(ops::qmatrix_unsupported(w), "act-order groups of unequal sizes");
 }
 
-TEST(QLinear, SimdActivationQuantizationIsBitIdentical) {
-  for (Isa isa : simd_isas()) {
-    for (const Shape& s : kShapes) {
-      for (bool act_order : {false, true}) {
-        const WeightSpec spec{4, s.k, 4, 32, act_order, false};
-        const QuantizedWeight w = random_weight(spec, 11);
-        const Packed p = pack(w);
-        const std::vector<float> x = random_x(s.m, s.k, 5);
-        const Acts ref = quantize(p.view, x, s.m, Isa::kRef);
-        const Acts simd = quantize(p.view, x, s.m, isa);
-        const int64_t nb = p.view.blocks();
-        const std::string what = std::string(kernels::isa_name(isa)) + " " + label(spec);
-        EXPECT_EQ(std::memcmp(ref.view.q, simd.view.q, s.m * p.view.k_pad), 0) << what;
-        EXPECT_EQ(std::memcmp(ref.view.d, simd.view.d, s.m * nb * 4), 0) << what;
-        EXPECT_EQ(std::memcmp(ref.view.qsum, simd.view.qsum, s.m * nb * 4), 0) << what;
-        EXPECT_EQ(std::memcmp(ref.view.gsum, simd.view.gsum, s.m * p.view.n_groups * 4), 0) << what;
-      }
+TEST_P(QLinearIntKernels, ActivationQuantizationIsBitIdentical) {
+  const auto simd = GetParam().k.quantize_acts;
+  if (simd == nullptr) GTEST_SKIP() << GetParam().name << " has no quantize_acts";
+  for (const Shape& s : kShapes) {
+    for (bool act_order : {false, true}) {
+      const WeightSpec spec{4, s.k, 4, 32, act_order, false};
+      const QuantizedWeight w = random_weight(spec, 11);
+      const Packed p = pack(w);
+      const std::vector<float> x = random_x(s.m, s.k, 5);
+      const Acts ref = quantize(p.view, x, s.m);
+      const Acts got = quantize(p.view, x, s.m, simd);
+      const int64_t nb = p.view.blocks();
+      const std::string what = GetParam().name + " " + label(spec);
+      EXPECT_EQ(std::memcmp(ref.view.q, got.view.q, s.m * p.view.k_pad), 0) << what;
+      EXPECT_EQ(std::memcmp(ref.view.d, got.view.d, s.m * nb * 4), 0) << what;
+      EXPECT_EQ(std::memcmp(ref.view.qsum, got.view.qsum, s.m * nb * 4), 0) << what;
+      EXPECT_EQ(std::memcmp(ref.view.gsum, got.view.gsum, s.m * p.view.n_groups * 4), 0) << what;
     }
   }
 }
 
-TEST(QLinear, EveryIsaKernelMatchesTheInt8Reference) {
-  const std::vector<Isa> isas = simd_isas();
-  if (isas.empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
+TEST_P(QLinearIntKernels, MatchTheInt8Reference) {
+  const KernelSet& set = GetParam();
   for_each_spec([&](const Shape& s, const WeightSpec& spec, uint32_t seed) {
     const QuantizedWeight w = random_weight(spec, seed);
     const Packed p = pack(w);
     const std::vector<float> x = random_x(s.m, s.k, seed + 1000);
-    const Acts a = quantize(p.view, x, s.m, Isa::kRef);
+    const Acts a = quantize(p.view, x, s.m);
     std::vector<float> expect(static_cast<size_t>(s.m * s.n));
     kernels::ref::qlinear_int8(p.view, a.view, 0, s.n, expect.data());
     std::vector<double> mag(expect.size());
     for (int64_t i = 0; i < s.m; ++i)
       for (int64_t j = 0; j < s.n; ++j) mag[i * s.n + j] = term_magnitude(p.view, a.view, i, j);
-    for (Isa isa : isas) {
-      for (bool gemm : {false, true}) {
-        std::vector<float> y(expect.size(), NAN);
-        const kernels::cpu::QLinearArgs args{&p.view, &a.view, nullptr, y.data()};
-        // Two calls over a split of the columns, as the thread pool makes them.
-        const int64_t split = s.n / 2;
-        kernel_for(isa, gemm)(args, 0, split);
-        kernel_for(isa, gemm)(args, split, s.n);
-        for (size_t e = 0; e < y.size(); ++e) {
-          ASSERT_NEAR(y[e], expect[e], kOrderTolerance * mag[e] + 1e-30)
-              << kernels::isa_name(isa) << (gemm ? " gemm " : " gemv ") << "m=" << s.m << " "
-              << label(spec) << " at row " << e / s.n << " col " << e % s.n;
-        }
+    for (bool gemm : {false, true}) {
+      const QKernel kernel = gemm ? set.k.gemm : set.k.gemv;
+      if (kernel == nullptr) continue;
+      std::vector<float> y(expect.size(), NAN);
+      const kernels::cpu::QLinearArgs args{&p.view, &a.view, nullptr, y.data()};
+      // Two calls over a split of the columns, as the thread pool makes them.
+      const int64_t split = s.n / 2;
+      kernel(args, 0, split);
+      kernel(args, split, s.n);
+      for (size_t e = 0; e < y.size(); ++e) {
+        ASSERT_NEAR(y[e], expect[e], kOrderTolerance * mag[e] + 1e-30)
+            << set.name << (gemm ? " gemm " : " gemv ") << "m=" << s.m << " " << label(spec)
+            << " at row " << e / s.n << " col " << e % s.n;
       }
     }
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(Int, QLinearIntKernels, ::testing::ValuesIn(kernel_sets()),
+                         [](const ::testing::TestParamInfo<KernelSet>& p) { return p.param.name; });
 
 // The AMX GEMM against the same oracle and limit, at every m (the ops use it from
 // kQAmxMinRows; smaller m still exercises partial tiles), split as the pool splits columns.
@@ -315,7 +334,7 @@ TEST(QLinear, AmxGemmMatchesTheInt8Reference) {
     const QuantizedWeight w = random_weight(spec, seed);
     const Packed p = pack(w);
     const std::vector<float> x = random_x(s.m, s.k, seed + 1000);
-    const Acts a = quantize(p.view, x, s.m, Isa::kRef);
+    const Acts a = quantize(p.view, x, s.m);
     std::vector<float> expect(static_cast<size_t>(s.m * s.n));
     kernels::ref::qlinear_int8(p.view, a.view, 0, s.n, expect.data());
     std::vector<float> bias(static_cast<size_t>(s.n));
@@ -346,7 +365,7 @@ TEST(QLinear, Int8ActivationErrorStaysWithinTheRoundingBound) {
     const QuantizedWeight w = random_weight(spec, seed);
     const Packed p = pack(w);
     const std::vector<float> x = random_x(s.m, s.k, seed + 2000);
-    const Acts a = quantize(p.view, x, s.m, Isa::kRef);
+    const Acts a = quantize(p.view, x, s.m);
     std::vector<float> exact(static_cast<size_t>(s.m * s.n)), int8(exact.size());
     kernels::ref::qlinear_exact(p.view, x.data(), s.m, 0, s.n, exact.data());
     kernels::ref::qlinear_int8(p.view, a.view, 0, s.n, int8.data());

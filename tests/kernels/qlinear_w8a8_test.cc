@@ -3,20 +3,27 @@
 // token, per group or static per tensor; int8 symmetric or with a zero point) gives what the
 // same grid computes in f64: the activation of vLLM's kernels, x_hat = s * q, times the
 // dequantized weight. The reference here is written from that definition alone (not from the
-// kernels' code), for every ISA this CPU has and the scalar one.
+// kernels' code), for every ISA this CPU has and the scalar one, and for the int kernels of
+// every Highway target this CPU has.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "../common/isa_skip.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "formats/quant_scheme.h"
 #include "formats/quantized_weight.h"
+#include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/qlinear_cpu.h"
+#include "kernels/qmatrix.h"
 #include "kernels/ref/qlinear_bf16act_ref.h"
 #include "ops/linear.h"
 #include "ops/quant_matrix.h"
@@ -194,6 +201,60 @@ TEST_P(W8A8, OpsLinearComputesTheDeclaredGrid) {
   }
 }
 
+// Declared symmetric int8 activations (q can reach -128 with a static scale) on the int kernels
+// of every Highway target, called directly (ops::linear runs one target per ISA), against the
+// same f64 grid. A target this CPU lacks is named as not run.
+class W8A8IntKernels : public ::testing::TestWithParam<Case> {};
+
+TEST_P(W8A8IntKernels, EveryHighwayTargetComputesTheDeclaredGrid) {
+  const Case& cs = GetParam();
+  const int64_t n = 70, k = cs.k;
+  const QuantizedWeight qw = int8_weight(n, k, 5);
+  QuantScheme scheme;
+  scheme.layout = formats::Layout::kCtInt;
+  scheme.bits = 8;
+  scheme.group_size = -1;
+  scheme.act = cs.act;
+  auto made = ops::QuantMatrix::make(scheme, qw, cs.static_scale, cs.static_zero);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  const ops::QuantMatrix& q = **made;
+  ASSERT_TRUE(q.packed() && !q.needs_bf16_kernels());
+  std::vector<float> wdeq(static_cast<size_t>(n * k));
+  formats::dequantize(qw, wdeq.data());
+  for (int64_t target : kernels::cpu::elementwise_hwy_targets()) {
+    const std::string name = kernels::cpu::hwy_target_name(target);
+    if (!kernels::cpu::hwy_target_supported(target)) {
+      testing_util::note_isa_skip("Highway's " + name);
+      continue;
+    }
+    const kernels::cpu::QLinearKernels& kern = kernels::cpu::qlinear_hwy(target);
+    for (int64_t m : {1, 3, 40}) {
+      const std::vector<float> x = random_x(m, k, 17 + static_cast<uint32_t>(m));
+      const std::vector<double> xg = act_grid(cs.act, cs.static_scale, cs.static_zero, x, m, k);
+      std::unique_ptr<void, decltype(&std::free)> buf(
+          std::aligned_alloc(64, (kernels::qacts_bytes(q.view(), m) + 63) / 64 * 64), &std::free);
+      const kernels::QActsView a = kernels::quantize_acts_declared(
+          q.view(), q.act_quant(), q.input_scale(), x.data(), m, buf.get());
+      for (bool gemm : {false, true}) {
+        std::vector<float> y(static_cast<size_t>(m * n), NAN);
+        (gemm ? kern.gemm : kern.gemv)({&q.view(), &a, nullptr, y.data()}, 0, n);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double want = 0, mag = 0;
+            for (int64_t c = 0; c < k; ++c) {
+              want += wdeq[j * k + c] * xg[i * k + c];
+              mag += std::fabs(wdeq[j * k + c] * x[i * k + c]);
+            }
+            ASSERT_NEAR(y[i * n + j], want, (2e-6 + cs.extra) * mag + 1e-9)
+                << cs.name << " " << name << (gemm ? " gemm" : " gemv") << " m=" << m << " [" << i
+                << ", " << j << "]";
+          }
+        }
+      }
+    }
+  }
+}
+
 constexpr double kFold = 1.0 / 512;
 
 INSTANTIATE_TEST_SUITE_P(
@@ -219,6 +280,18 @@ INSTANTIATE_TEST_SUITE_P(
              act(ActType::kInt8, ActStrategy::kToken, true, false)},
         Case{"int8_static_tensor_asym", false, 384,
              act(ActType::kInt8, ActStrategy::kTensor, false, false), 0.04f, -9}),
+    [](const ::testing::TestParamInfo<Case>& p) { return p.param.name; });
+
+// The declared schemes that run the int kernels (int8 symmetric); the others run the
+// bf16-activation kernels.
+INSTANTIATE_TEST_SUITE_P(
+    Schemes, W8A8IntKernels,
+    ::testing::Values(Case{"int8_dynamic_token", false, 384,
+                           act(ActType::kInt8, ActStrategy::kToken, true)},
+                      Case{"int8_static_tensor", false, 384,
+                           act(ActType::kInt8, ActStrategy::kTensor, false), 0.05f},
+                      Case{"int8_dynamic_group64", false, 384,
+                           act(ActType::kInt8, ActStrategy::kGroup, true, true, 64)}),
     [](const ::testing::TestParamInfo<Case>& p) { return p.param.name; });
 
 TEST(W8A8, BadStaticScalesAndUnsupportedPairsAreErrors) {

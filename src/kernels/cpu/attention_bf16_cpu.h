@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
+
 namespace qs::kernels::cpu {
 
 // head_dim must be even and at most this (the key panels are head_dim / 2 pair steps deep).
@@ -27,10 +29,12 @@ struct CausalAttentionBf16Args {
   float scale;  // K is multiplied by it (in f32) before its rounding, as ops::gemm's callers do
 };
 
+#if QS_X86
 // AVX512-BF16 (vdpbf16ps, vcvtne2ps2bf16) and AVX512-BW (the pair interleave).
 bool causal_attention_bf16_avx512_supported();
 // Bytes of scratch one call needs (64-byte aligned inside; the caller's, per thread).
 int64_t causal_attention_bf16_avx512_scratch_bytes(int64_t seqlen, int64_t head_dim);
 void causal_attention_bf16_avx512(const CausalAttentionBf16Args& a, void* scratch);
+#endif
 
 }  // namespace qs::kernels::cpu

@@ -8,6 +8,9 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
+
+#if QS_X86  // the kernels are AVX-512 ones (CMakeLists.txt)
 namespace qs::kernels::cpu {
 
 // out[j] = sum_i q[i] * k[j * stride + i] for j < n (1 <= n <= 16); hd a multiple of 16.
@@ -37,3 +40,4 @@ void attn_wsum16_e5m2_avx512(const float* w, const uint8_t* v, int64_t stride, i
                              float* o);
 
 }  // namespace qs::kernels::cpu
+#endif  // QS_X86

@@ -32,9 +32,9 @@ bool hwy_target_supported(int64_t target);
 // The ops compiled for `target`, one of elementwise_hwy_targets(); the caller checks that the
 // CPU has it. Safe to call from any thread.
 const ElementwiseKernels& elementwise_hwy(int64_t target);
-// The target the ops run for an active ISA (not kRef): for avx512 the best this CPU has, as
-// HWY_DYNAMIC_DISPATCH would pick; for avx2 the best of AVX2 and below, so that QS_KERNEL=avx2
-// still runs 256-bit code.
+// The target the ops run for an active ISA (not kRef): for avx512 (and hwy off x86) the best
+// this CPU has, as HWY_DYNAMIC_DISPATCH would pick; for avx2 the best of AVX2 and below, so
+// that QS_KERNEL=avx2 still runs 256-bit code.
 int64_t elementwise_hwy_target(Isa isa);
 // elementwise_hwy(elementwise_hwy_target(active_isa())), chosen on the first call; what the ops
 // run unless the active ISA is kRef.

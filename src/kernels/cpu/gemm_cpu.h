@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/gemm_args.h"
 
 namespace qs::kernels::cpu {
@@ -23,11 +24,13 @@ int64_t gemm_f32_hwy_scratch_floats(const GemmArgs& g);
 // The kernel compiled for `target` (a Highway target bit); the caller checks the CPU has it.
 GemmF32Kernel gemm_f32_hwy(int64_t target);
 
+#if QS_X86
 // bf16 products (gemm_bf16_avx512.cc): C (+)= bf16(A) * bf16(B), f32 accumulation, through
 // vdpbf16ps; reads both operands through both strides. Needs gemm_bf16_avx512_supported()
 // (AVX512-BF16) and the caller's scratch, gemm_bf16_avx512_scratch_dwords(g) per thread.
 bool gemm_bf16_avx512_supported();
 int64_t gemm_bf16_avx512_scratch_dwords(const GemmArgs& g);
 void gemm_bf16_avx512(const GemmArgs& g, int64_t i_begin, int64_t i_end, uint32_t* scratch);
+#endif
 
 }  // namespace qs::kernels::cpu

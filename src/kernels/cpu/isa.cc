@@ -1,9 +1,12 @@
-// kernels/cpu: run-time ISA selection from CPUID and the QS_KERNEL override.
+// kernels/cpu: run-time ISA selection from CPUID (x86-64; elsewhere Highway's own detection
+// picks the target inside kHwy) and the QS_KERNEL override.
 #include "kernels/cpu/isa.h"
 
+#if QS_X86
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
 
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +16,16 @@
 
 namespace qs::kernels {
 namespace {
+
+#if QS_X86
+constexpr Isa kAllIsas[] = {Isa::kRef, Isa::kAvx2, Isa::kAvx512};
+constexpr const char* kIsaNames = "ref, avx2, avx512";
+#else
+constexpr Isa kAllIsas[] = {Isa::kRef, Isa::kAvx2, Isa::kAvx512, Isa::kHwy};
+constexpr const char* kIsaNames = "ref, avx2, avx512, hwy";
+#endif
+
+#if QS_X86
 
 // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
 // CPUID once: in a VM it traps to the hypervisor (microseconds), and the ops ask on every
@@ -25,10 +38,16 @@ bool has_f16c() {
   return has;
 }
 
+#endif  // QS_X86
+
 Isa best_supported() {
+#if QS_X86
   if (isa_supported(Isa::kAvx512)) return Isa::kAvx512;
   if (isa_supported(Isa::kAvx2)) return Isa::kAvx2;
   return Isa::kRef;
+#else
+  return Isa::kHwy;
+#endif
 }
 
 Isa select_isa() {
@@ -36,7 +55,7 @@ Isa select_isa() {
   if (env == nullptr || env[0] == '\0') return best_supported();
   const std::optional<Isa> forced = parse_isa(env);
   if (!forced) {
-    QS_LOG_WARN("QS_KERNEL=%s is not one of ref, avx2, avx512; using %s", env,
+    QS_LOG_WARN("QS_KERNEL=%s is not one of %s; using %s", env, kIsaNames,
                 isa_name(best_supported()));
     return best_supported();
   }
@@ -57,18 +76,27 @@ const char* isa_name(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+#if !QS_X86
+    case Isa::kHwy:
+      return "hwy";
+#endif
   }
   return "?";
 }
 
 std::optional<Isa> parse_isa(std::string_view name) {
-  for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : kAllIsas) {
     if (name == isa_name(isa)) return isa;
   }
   return std::nullopt;
 }
 
 bool isa_supported(Isa isa) {
+#if !QS_X86
+  // Highway's static target is the compiler's baseline for this architecture (NEON on
+  // aarch64), which every CPU of it has; none of the x86 kernels is compiled here.
+  return isa == Isa::kRef || isa == Isa::kHwy;
+#else
   switch (isa) {
     case Isa::kRef:
       return true;
@@ -83,8 +111,10 @@ bool isa_supported(Isa isa) {
              __builtin_cpu_supports("fma") && has_f16c();
   }
   return false;
+#endif
 }
 
+#if QS_X86
 namespace {
 
 // CPUID.(EAX=7, ECX=0):EDX bits 22 (AMX-BF16), 24 (AMX-TILE), 25 (AMX-INT8).
@@ -121,6 +151,11 @@ bool amx_supported() {
   static const bool ok = detect_amx();
   return ok;
 }
+#else
+bool amx_supported() {
+  return false;
+}
+#endif
 
 bool amx_active() {
   static const bool on = [] {

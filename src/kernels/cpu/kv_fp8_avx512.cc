@@ -1,5 +1,6 @@
 // kernels/cpu: fp8 KV-cache row loops, AVX-512 (see kv_fp8_cpu.h).
-// GCC 12's AVX-512 headers trip a false -Wuninitialized; see linear_avx512.cc.
+// GCC 12's AVX-512 headers build some intrinsics from _mm512_undefined_*(), which
+// -Wuninitialized flags once inlined (a false positive of GCC 12).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>

@@ -8,6 +8,9 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
+
+#if QS_X86  // the kernels are AVX-512 ones (CMakeLists.txt)
 namespace qs::kernels::cpu {
 
 // sum_i q[i] * fp8(k[i]), n elements.
@@ -18,3 +21,4 @@ void kv_axpy_e4m3_avx512(float a, const uint8_t* v, float* y, int64_t n);
 void kv_axpy_e5m2_avx512(float a, const uint8_t* v, float* y, int64_t n);
 
 }  // namespace qs::kernels::cpu
+#endif  // QS_X86

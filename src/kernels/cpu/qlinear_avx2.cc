@@ -1,12 +1,12 @@
-// kernels/cpu: AVX2 (+FMA, F16C; no VNNI, no AVX-512) quantized linear kernels over the
+// kernels/cpu: the AVX2 (+FMA, F16C; no VNNI, no AVX-512) quantized linear GEMV over the
 // resident layout of kernels/qmatrix.h: unsigned int4/int8 codes times int8 activations,
-// integer dot products per 32-input block, scaled and summed in f32. The GEMV streams each
-// column's codes once for all rows; the GEMM reuses a small column tile over row tiles.
+// integer dot products per 32-input block, scaled and summed in f32, each column's codes
+// streamed once for all rows. The GEMM and the quantizer are qlinear_hwy.cc's
+// (docs/kernels.md, "Quantized linear kernels").
 // Compiled with -mavx2 -mfma -mf16c (file suffix _avx2.cc); no allocation.
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "core/check.h"
@@ -30,7 +30,6 @@ namespace {
 // saturate: 2 * 15 * 127 = 3810, and the two halves added still fit i16 (7620 < 32767).
 struct Int4 {
   static constexpr int64_t kBlockBytes = 16;
-  static constexpr bool kResident = true;  // codes read from the resident layout
   static __m256i pair_lanes() { return _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1); }
 
   struct Codes {
@@ -66,30 +65,6 @@ struct Int4 {
   }
 };
 
-// int4 codes the GEMM has unpacked into a panel once per column tile (unpack_int4), so that
-// its row tiles load them instead of unpacking them again: 32 bytes per block, a pair as its
-// low-nibble vector then its high-nibble one, a lone last block as its 32 codes in order.
-struct Int4Panel {
-  using Resident = Int4;
-  using Codes = Int4::Codes;
-  using Acts = Int4::Acts;
-  static constexpr int64_t kBlockBytes = 32;
-  static constexpr bool kResident = false;
-  static __m256i pair_lanes() { return Int4::pair_lanes(); }
-  static Acts acts_pair(const int8_t* q) { return Int4::acts_pair(q); }
-  static __m256i dot_pair(const Codes& c, const Acts& a) { return Int4::dot_pair(c, a); }
-
-  static Codes codes_pair(const uint8_t* p) {
-    return {_mm256_load_si256(reinterpret_cast<const __m256i*>(p)),
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32))};
-  }
-  static __m256i dot_single(const uint8_t* p, const int8_t* q) {
-    const __m256i u = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
-  }
-};
-
 // int8: 32 code bytes per block in input order. Codes reach 255, so maddubs (u8 x s8 pairs
 // summed into i16) could saturate (2 * 255 * 127 > 32767). Both operands are widened to i16
 // instead (vpmovzxbw / vpmovsxbw) and multiplied with vpmaddwd, which is exact. The
@@ -100,7 +75,6 @@ struct Int4Panel {
 // bound by memory anyway (hot 38 GB/s against a 35 GB/s DRAM stream, 896 x 4864, m = 1).
 struct Int8 {
   static constexpr int64_t kBlockBytes = 32;
-  static constexpr bool kResident = true;
   static __m256i pair_lanes() { return _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1); }
 
   struct Codes {
@@ -131,30 +105,6 @@ struct Int8 {
   static __m256i dot_single(const uint8_t* p, const int8_t* q) {
     return _mm256_add_epi32(_mm256_madd_epi16(widen_u(p), widen_s(q)),
                             _mm256_madd_epi16(widen_u(p + 16), widen_s(q + 16)));
-  }
-};
-
-// int8 codes the GEMM has widened into a panel once per column tile (unpack_int8): per
-// block its 32 codes as i16, so that row tiles skip the widening.
-struct Int8Panel {
-  using Resident = Int8;
-  using Codes = Int8::Codes;
-  using Acts = Int8::Acts;
-  static constexpr int64_t kBlockBytes = 64;
-  static constexpr bool kResident = false;
-  static __m256i pair_lanes() { return Int8::pair_lanes(); }
-  static Acts acts_pair(const int8_t* q) { return Int8::acts_pair(q); }
-  static __m256i dot_pair(const Codes& c, const Acts& a) { return Int8::dot_pair(c, a); }
-
-  static __m256i load(const uint8_t* p) {
-    return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
-  }
-  static Codes codes_pair(const uint8_t* p) {
-    return {load(p), load(p + 32), load(p + 64), load(p + 96)};
-  }
-  static __m256i dot_single(const uint8_t* p, const int8_t* q) {
-    return _mm256_add_epi32(_mm256_madd_epi16(load(p), Int8::widen_s(q)),
-                            _mm256_madd_epi16(load(p + 32), Int8::widen_s(q + 16)));
   }
 };
 
@@ -198,7 +148,7 @@ int64_t prefetch_columns(int64_t code_bytes) {
 // acc[r][c] += f32(dot) * (d[r, pair] * scale[c, g]); the zero terms, sum_g zero_term[c, g]
 // * gsum[r, g], are a short dot product per output added at the end with the bias.
 template <class W, int MR, int NC>
-void tile(const QLinearArgs& args, int64_t i0, int64_t j0, const uint8_t* panel) {
+void tile(const QLinearArgs& args, int64_t i0, int64_t j0) {
   const QMatrixView& w = *args.w;
   const QActsView& x = *args.a;
   const int64_t n_blocks = w.blocks(), n_groups = w.n_groups;
@@ -212,8 +162,7 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0, const uint8_t* panel)
   const int64_t table_ahead = prefetch_cols * n_groups;
 #pragma GCC unroll 8
   for (int c = 0; c < NC; ++c) {
-    codes[c] = W::kResident ? w.codes + (j0 + c) * code_bytes
-                            : panel + c * (w.k_pad / kQBlock) * W::kBlockBytes;
+    codes[c] = w.codes + (j0 + c) * code_bytes;
     scales[c] = w.scales + (j0 + c) * n_groups;
   }
   const int8_t* q[MR] = {};
@@ -252,8 +201,7 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0, const uint8_t* panel)
 #pragma GCC unroll 8
     for (int c = 0; c < NC; ++c) {
       const uint8_t* p = codes[c] + b * W::kBlockBytes;
-      if constexpr (W::kResident)
-        _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_ahead), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(p + prefetch_ahead), _MM_HINT_T1);
       const typename W::Codes u = W::codes_pair(p);
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
@@ -264,12 +212,10 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0, const uint8_t* panel)
   };
   // acc += block b alone (sv[c]: column c's scale of its group, broadcast).
   const auto single_step = [&](int64_t b, const __m256* sv) __attribute__((always_inline)) {
-    if constexpr (W::kResident) {
 #pragma GCC unroll 8
-      for (int c = 0; c < NC; ++c) {
-        _mm_prefetch(reinterpret_cast<const char*>(codes[c] + b * W::kBlockBytes + prefetch_ahead),
-                     _MM_HINT_T1);
-      }
+    for (int c = 0; c < NC; ++c) {
+      _mm_prefetch(reinterpret_cast<const char*>(codes[c] + b * W::kBlockBytes + prefetch_ahead),
+                   _MM_HINT_T1);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
@@ -331,27 +277,20 @@ void tile(const QLinearArgs& args, int64_t i0, int64_t j0, const uint8_t* panel)
 
 // Rows [0, m) of columns [j0, j0 + NC) in MR-row tiles (a last partial tile row by row).
 template <class W, int MR, int NC>
-void column_tile(const QLinearArgs& args, int64_t j0, const uint8_t* panel = nullptr) {
+void column_tile(const QLinearArgs& args, int64_t j0) {
   const int64_t m = args.a->m;
   int64_t i = 0;
-  for (; i + MR <= m; i += MR) tile<W, MR, NC>(args, i, j0, panel);
-  for (; i < m; ++i) tile<W, 1, NC>(args, i, j0, panel);
+  for (; i + MR <= m; i += MR) tile<W, MR, NC>(args, i, j0);
+  for (; i < m; ++i) tile<W, 1, NC>(args, i, j0);
 }
 
-// Both drivers walk 4-column tiles (the last columns one by one); a tile's codes come from
-// DRAM for its first row tile and from L1/L2 for the others, 4 x k / 2 bytes for int4. They
-// differ in the register tile, measured on 896 x 4864 (thread CPU time, one thread):
-//  - GEMV (decode, small batches): 1 x 4 for m = 1; 2 x 4 from m = 2, so that each unpacked
-//    code pair serves two rows (m = 4, int4 g128: 53 GMAC/s with 1 x 4, 58 with 2 x 4);
-//  - GEMM: 3 x 4 (12 accumulators); at m = 64, int4 g128 / int8 per channel in GMAC/s:
-//    1 x 4 54 / 39, 4 x 2 53 / 41, 2 x 4 60 / 43, 3 x 4 64 / 45. It also unpacks each
-//    tile's codes once into a stack panel (int4 to bytes, int8 widened to i16) that its row
-//    tiles load instead of unpacking again: m = 128, int4 g128 62 -> 67 GMAC/s, int8 per
-//    channel 45 -> 48; 4864 x 896 int4 g32 48 -> 53, int8 g128 32 -> 38. Columns too long
-//    for the panel (kPanelBytes: int4 k > 16384, int8 k > 8192) unpack in registers.
+// The GEMV walks 4-column tiles (the last columns one by one); a tile's codes come from DRAM
+// for its first row tile and from L1/L2 for the others, 4 x k / 2 bytes for int4. Its
+// register tile is 1 x 4 for m = 1 and 2 x 4 from m = 2, so that each unpacked code pair
+// serves two rows (m = 4, int4 g128, 896 x 4864, one thread: 53 GMAC/s with 1 x 4, 58 with
+// 2 x 4).
 constexpr int kTileCols = 4;
 constexpr int kGemvRows = 2;
-constexpr int kGemmRows = 3;
 
 template <class W, int MR>
 void run_tiles(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
@@ -366,141 +305,16 @@ void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   run_tiles<W, kGemvRows>(args, n_begin, n_end);
 }
 
-// Column j's int4 codes unpacked into `out` (k_pad bytes, Int4Panel's order), prefetching
-// as the tile kernel does.
-void unpack_int4(const QMatrixView& w, int64_t j, uint8_t* out) {
-  const auto code_bytes = static_cast<int64_t>(w.code_bytes_per_column());
-  const int64_t ahead = prefetch_columns(code_bytes) * code_bytes;
-  const uint8_t* p = w.codes + j * code_bytes;
-  const int64_t n_blocks = w.blocks();
-  const __m256i mask = _mm256_set1_epi8(0x0F);
-  int64_t b = 0;
-  for (; b + 2 <= n_blocks; b += 2) {
-    const uint8_t* src = p + b * Int4::kBlockBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(src + ahead), _MM_HINT_T1);
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out + b * kQBlock), _mm256_and_si256(v, mask));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out + b * kQBlock + 32),
-                       _mm256_and_si256(_mm256_srli_epi16(v, 4), mask));
-  }
-  if (b < n_blocks) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + b * Int4::kBlockBytes));
-    const __m128i m = _mm_set1_epi8(0x0F);
-    _mm256_store_si256(
-        reinterpret_cast<__m256i*>(out + b * kQBlock),
-        _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m)));
-  }
-}
-
-// Column j's int8 codes widened to i16 into `out` (2 * k_pad bytes, Int8Panel's order).
-void unpack_int8(const QMatrixView& w, int64_t j, uint8_t* out) {
-  const auto code_bytes = static_cast<int64_t>(w.code_bytes_per_column());
-  const int64_t ahead = prefetch_columns(code_bytes) * code_bytes;
-  const uint8_t* p = w.codes + j * code_bytes;
-  for (int64_t c = 0; c < w.k_pad; c += 16) {
-    if (c % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(p + c + ahead), _MM_HINT_T1);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 2 * c), Int8::widen_u(p + c));
-  }
-}
-
-constexpr int64_t kPanelBytes = 64 * 1024;  // the GEMM's stack panel of a column tile
-
-// GEMM: each 4-column tile unpacked once into the panel, then run over every row tile.
-template <class Panel, void (*unpack)(const QMatrixView&, int64_t, uint8_t*)>
-void gemm_panel(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
-  using W = typename Panel::Resident;
-  const QMatrixView& w = *args.w;
-  const int64_t column_bytes = w.k_pad / kQBlock * Panel::kBlockBytes;
-  if (kTileCols * column_bytes > kPanelBytes) return run_tiles<W, kGemmRows>(args, n_begin, n_end);
-  alignas(32) uint8_t panel[kPanelBytes];
-  int64_t j = n_begin;
-  for (; j + kTileCols <= n_end; j += kTileCols) {
-    for (int c = 0; c < kTileCols; ++c) unpack(w, j + c, panel + c * column_bytes);
-    column_tile<Panel, kGemmRows, kTileCols>(args, j, panel);
-  }
-  for (; j < n_end; ++j) column_tile<W, kGemmRows, 1>(args, j);
-}
-
-// ---- activations ----------------------------------------------------------------------
-// quantize_acts (kernels/qmatrix.cc) with 8-lane vectors, bit for bit: the same amax (max is
-// exact and order-free; vmaxps with the new value first drops NaN as std::max does), the same
-// id = 127 / amax and product x * id, rounded by vcvtps2dq (round-half-even, as lrintf under
-// the default rounding mode), then truncated to the low byte as the scalar int8 cast does
-// (NaN and overflow give 0x80000000 in both, low byte 0).
-
-// The 32 inputs of block b of row xr, permuted, zero past k.
-void load_block(const QMatrixView& w, const float* xr, int64_t b, __m256 v[4]) {
-  const int64_t c0 = b * kQBlock;
-  if (c0 + kQBlock <= w.k) {
-#pragma GCC unroll 4
-    for (int t = 0; t < 4; ++t) {
-      v[t] = w.perm != nullptr
-                 ? _mm256_i32gather_ps(
-                       xr,
-                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.perm + c0 + 8 * t)), 4)
-                 : _mm256_loadu_ps(xr + c0 + 8 * t);
-    }
-    return;
-  }
-  alignas(32) float tail[kQBlock];
-  for (int64_t i = 0; i < kQBlock; ++i) {
-    const int64_t c = c0 + i;
-    tail[i] = c < w.k ? xr[w.perm != nullptr ? w.perm[c] : c] : 0.0f;
-  }
-  for (int t = 0; t < 4; ++t) v[t] = _mm256_load_ps(tail + 8 * t);
-}
-
 }  // namespace
 
+// Kept beside qlinear_hwy.cc's AVX2 GEMV, which measured 0.82-2.23x this one (one thread,
+// Qwen2.5-0.5B shapes, m = 1 and 8, W4G128/W4G32/W8, Zen 5, 2026-12-06; docs/kernels.md,
+// "Quantized linear kernels"): level or faster at m = 8, 1.03-1.31x at m = 1 but for one W8
+// row at 2.2x.
 void qlinear_gemv_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   QS_CHECK(args.w->bits == 4 || args.w->bits == 8);
   if (args.w->bits == 4) return gemv<Int4>(args, n_begin, n_end);
   gemv<Int8>(args, n_begin, n_end);
-}
-
-void qlinear_gemm_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
-  QS_CHECK(args.w->bits == 4 || args.w->bits == 8);
-  if (args.w->bits == 4) return gemm_panel<Int4Panel, unpack_int4>(args, n_begin, n_end);
-  gemm_panel<Int8Panel, unpack_int8>(args, n_begin, n_end);
-}
-
-QActsView quantize_acts_avx2(const QMatrixView& w, const float* x, int64_t m, void* buf) {
-  const int64_t nb = w.blocks();
-  const QActsBuffers bufs = qacts_buffers(w, m, buf);
-  const QActsView a = bufs.view;
-  int8_t* const q = bufs.q;
-  float* const d = bufs.d;
-  int32_t* const qsum = bufs.qsum;
-
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  const __m256i low_byte = _mm256_set1_epi32(0xFF);
-  const __m256i byte_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  for (int64_t r = 0; r < m; ++r) {
-    const float* xr = x + r * w.k;
-    for (int64_t b = 0; b < nb; ++b) {
-      __m256 v[4];
-      load_block(w, xr, b, v);
-      __m256 vmax = _mm256_setzero_ps();
-#pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) vmax = _mm256_max_ps(_mm256_and_ps(v[t], abs_mask), vmax);
-      const float amax = reduce_max(vmax);
-      const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-      __m256i qi[4];
-#pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t)
-        qi[t] = _mm256_and_si256(_mm256_cvtps_epi32(_mm256_mul_ps(v[t], id)), low_byte);
-      // Bytes 0..255 survive both unsigned packs; the packs interleave 128-bit lanes.
-      const __m256i packed = _mm256_permutevar8x32_epi32(
-          _mm256_packus_epi16(_mm256_packus_epi32(qi[0], qi[1]), _mm256_packus_epi32(qi[2], qi[3])),
-          byte_order);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + r * w.k_pad + b * kQBlock), packed);
-      const __m256i sum16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), packed);
-      qsum[r * nb + b] = reduce_add_i32(_mm256_madd_epi16(sum16, _mm256_set1_epi16(1)));
-      d[r * nb + b] = amax / 127.0f;
-    }
-  }
-  qacts_group_sums(w, bufs);
-  return a;
 }
 
 }  // namespace qs::kernels::cpu

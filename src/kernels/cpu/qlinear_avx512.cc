@@ -1,7 +1,9 @@
-// kernels/cpu: AVX-512 VNNI quantized linear kernels over the resident layout of
-// kernels/qmatrix.h: int8 activations (quantize_acts_avx512, bit-identical to the scalar
-// one) times unsigned 4- or 8-bit codes with vpdpbusd, so every block dot product is exact in
-// int32 and results differ from ref::qlinear_int8 only by float summation order.
+// kernels/cpu: the AVX-512 VNNI quantized linear GEMV over the resident layout of
+// kernels/qmatrix.h: int8 activations (qlinear_hwy.cc's quantize_acts, bit-identical to the
+// scalar one) times unsigned 4- or 8-bit codes with vpdpbusd, so every block dot product is
+// exact in int32 and results differ from ref::qlinear_int8 only by float summation order.
+// The GEMM and the quantizer are qlinear_hwy.cc's (docs/kernels.md, "Quantized linear
+// kernels").
 // Compiled with the AVX-512 F/BW/VL/DQ/BF16/VNNI flags (file suffix _avx512.cc).
 // GCC 12's AVX-512 headers build some intrinsics from _mm512_undefined_*(), which
 // -Wuninitialized flags once inlined (a false positive of GCC 12).
@@ -10,11 +12,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/check.h"
 #include "kernels/cpu/qlinear_cpu.h"
-#include "kernels/cpu/qlinear_panel_avx512.h"
 
 namespace qs::kernels::cpu {
 namespace {
@@ -243,172 +243,12 @@ void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   for (; j < n_end; ++j) gemv_cols<kBits, kWhole, 1>(args, j);
 }
 
-// ---------------------------------------------------------------------------------------
-// GEMM. A panel of 32 columns is unpacked (qlinear_panel_avx512.h), a chunk of blocks at a
-// time, into [block][input quad][32 columns] u8x4 words, so that one vpdpbusd multiplies 4 inputs
-// of 16 columns by 4 activations of one row broadcast to every lane: the column panel is unpacked
-// once per call and reused by every row tile, and each row's block needs one int->float
-// conversion per 16 columns instead of one per column.
-
-constexpr int kGemmRows = 6;
-
-// y[r0 .. r0+R, panel] += the chunk's share. `tables`: per group of the chunk, 32 scales then
-// 32 zero terms (these only when the weight has a zero-term table). A uniform zero is folded
-// into each block's int32 dot product instead, as the GEMV does: it starts at -zero * qsum,
-// exact, which spares a float pass per group and row (at g32, one per block).
-template <int R>
-void gemm_rows(const QLinearArgs& args, const int32_t* panel, const float* tables, int64_t g_first,
-               int64_t j0, int nc, int64_t b0, int64_t nbk, int64_t r0, bool first_chunk) {
-  const QMatrixView& w = *args.w;
-  const QActsView& a = *args.a;
-  const int64_t nb = w.blocks();
-  const int64_t bpg = w.group_size / kQBlock;
-  const bool zero_table = w.zero_terms != nullptr;
-  const int32_t neg_zero = zero_table ? 0 : -static_cast<int32_t>(w.uniform_zero);
-  const __mmask16 m_lo = lane_mask(nc), m_hi = lane_mask(nc - 16);
-  __m512 acc[R][2];
-#pragma GCC unroll 8
-  for (int i = 0; i < R; ++i) {
-    float* y = args.y + (r0 + i) * w.n + j0;
-    if (first_chunk) {
-      acc[i][0] =
-          args.bias != nullptr ? _mm512_maskz_loadu_ps(m_lo, args.bias + j0) : _mm512_setzero_ps();
-      acc[i][1] = args.bias != nullptr ? _mm512_maskz_loadu_ps(m_hi, args.bias + j0 + 16)
-                                       : _mm512_setzero_ps();
-    } else {
-      acc[i][0] = _mm512_maskz_loadu_ps(m_lo, y);
-      acc[i][1] = _mm512_maskz_loadu_ps(m_hi, y + 16);
-    }
-  }
-  for (int64_t blk = 0; blk < nbk; ++blk) {
-    const int64_t b = b0 + blk;
-    const int64_t g = b / bpg;
-    const float* tab = tables + (g - g_first) * 2 * kPanelCols;
-    if (zero_table && b % bpg == 0) {
-      // First block of group g: add its zero terms once.
-      const __m512 z0 = _mm512_load_ps(tab + kPanelCols),
-                   z1 = _mm512_load_ps(tab + kPanelCols + 16);
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        const __m512 gs = _mm512_set1_ps(a.gsum[(r0 + i) * w.n_groups + g]);
-        acc[i][0] = _mm512_fmadd_ps(z0, gs, acc[i][0]);
-        acc[i][1] = _mm512_fmadd_ps(z1, gs, acc[i][1]);
-      }
-    }
-    const int32_t* pw = panel + blk * kQuads * kPanelCols;
-    __m512i dot[R][2];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) {
-      dot[i][0] = dot[i][1] = _mm512_set1_epi32(neg_zero * a.qsum[(r0 + i) * nb + b]);
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < kQuads; ++t) {
-      const __m512i w0 = _mm512_load_si512(pw + t * kPanelCols);
-      const __m512i w1 = _mm512_load_si512(pw + t * kPanelCols + 16);
-#pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        int32_t q4;
-        std::memcpy(&q4, a.q + (r0 + i) * a.k_pad + b * kQBlock + t * 4, 4);
-        const __m512i qb = _mm512_set1_epi32(q4);
-        dot[i][0] = _mm512_dpbusd_epi32(dot[i][0], w0, qb);
-        dot[i][1] = _mm512_dpbusd_epi32(dot[i][1], w1, qb);
-      }
-    }
-    const __m512 s0 = _mm512_load_ps(tab), s1 = _mm512_load_ps(tab + 16);
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) {
-      const __m512 d = _mm512_set1_ps(a.d[(r0 + i) * nb + b]);
-      acc[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][0]), _mm512_mul_ps(d, s0), acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][1]), _mm512_mul_ps(d, s1), acc[i][1]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < R; ++i) {
-    float* y = args.y + (r0 + i) * w.n + j0;
-    _mm512_mask_storeu_ps(y, m_lo, acc[i][0]);
-    _mm512_mask_storeu_ps(y + 16, m_hi, acc[i][1]);
-  }
-}
-
-// Groups [g_first, g_first + ng) (ng <= 16) of `src` ([n, n_groups], scales or zero terms)
-// for the panel's columns, into tab[group][2 * 32] at `offset`: one load of the chunk's
-// groups per column and a transpose, where a scalar loop over groups and columns took a fifth
-// of the m = 16 GEMM at g32 (16 groups a chunk).
-void gather_tables(const QMatrixView& w, const float* src, int64_t j0, int nc, int64_t g_first,
-                   int64_t ng, int offset, float* tab) {
-  const __mmask16 mk = lane_mask(ng);
-  for (int half = 0; half < 2; ++half) {
-    __m512i r[16];
-    for (int c = 0; c < 16; ++c) {
-      const int col = half * 16 + c;
-      r[c] = col < nc ? _mm512_maskz_loadu_epi32(mk, src + (j0 + col) * w.n_groups + g_first)
-                      : _mm512_setzero_si512();
-    }
-    transpose16(r);
-    for (int64_t g = 0; g < ng; ++g) {
-      _mm512_store_si512(tab + g * 2 * kPanelCols + offset + half * 16, r[g]);
-    }
-  }
-}
-
-template <int kBits>
-void gemm(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
-  const QMatrixView& w = *args.w;
-  const QActsView& a = *args.a;
-  const int64_t nb = w.blocks();
-  const int64_t bpg = w.group_size / kQBlock;
-  alignas(64) int32_t panel[kChunkBlocks * kQuads * kPanelCols];
-  // A chunk of 16 blocks touches at most 16 groups (groups are at least one block).
-  alignas(64) float tables[kChunkBlocks * 2 * kPanelCols];
-  for (int64_t j0 = n_begin; j0 < n_end; j0 += kPanelCols) {
-    const int nc = static_cast<int>(std::min<int64_t>(kPanelCols, n_end - j0));
-    // The next panel's scales (and zero terms), contiguous, into L2, as unpack_panel does
-    // for its codes.
-    for (const float* t : {w.scales, w.zero_terms}) {
-      if (t == nullptr) continue;
-      const char* next = reinterpret_cast<const char*>(t + (j0 + kPanelCols) * w.n_groups);
-      for (int64_t off = 0; off < kPanelCols * w.n_groups * 4; off += 64) {
-        _mm_prefetch(next + off, _MM_HINT_T1);
-      }
-    }
-    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
-      const int64_t nbk = std::min(kChunkBlocks, nb - b0);
-      unpack_panel<kBits>(w, j0, nc, b0, nbk, panel);
-      const int64_t g_first = b0 / bpg, g_last = (b0 + nbk - 1) / bpg;
-      gather_tables(w, w.scales, j0, nc, g_first, g_last - g_first + 1, 0, tables);
-      if (w.zero_terms != nullptr) {
-        gather_tables(w, w.zero_terms, j0, nc, g_first, g_last - g_first + 1, kPanelCols, tables);
-      }
-      const bool first = b0 == 0;
-      int64_t r0 = 0;
-      for (; r0 + kGemmRows <= a.m; r0 += kGemmRows) {
-        gemm_rows<kGemmRows>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
-      }
-      switch (a.m - r0) {
-        case 5:
-          gemm_rows<5>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
-          break;
-        case 4:
-          gemm_rows<4>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
-          break;
-        case 3:
-          gemm_rows<3>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
-          break;
-        case 2:
-          gemm_rows<2>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
-          break;
-        case 1:
-          gemm_rows<1>(args, panel, tables, g_first, j0, nc, b0, nbk, r0, first);
-          break;
-        default:
-          break;
-      }
-    }
-  }
-}
-
 }  // namespace
 
+// Kept beside qlinear_hwy.cc's AVX3_DL GEMV, which measured 0.63-1.36x this one (one thread,
+// Qwen2.5-0.5B shapes, m = 1 and 8, W4G128/W4G32/W8, Zen 5, 2026-12-06; docs/kernels.md,
+// "Quantized linear kernels"): faster on most W4 rows, slower at m = 1 on every W8 row
+// (1.14-1.36x).
 void qlinear_gemv_avx512(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   const QMatrixView& w = *args.w;
   const bool whole = w.n_groups == 1 || w.group_size % (kStepBlocks * kQBlock) == 0;
@@ -418,56 +258,6 @@ void qlinear_gemv_avx512(const QLinearArgs& args, int64_t n_begin, int64_t n_end
     QS_CHECK(w.bits == 8);
     whole ? gemv<8, true>(args, n_begin, n_end) : gemv<8, false>(args, n_begin, n_end);
   }
-}
-
-void qlinear_gemm_avx512(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
-  if (args.w->bits == 4) {
-    gemm<4>(args, n_begin, n_end);
-  } else {
-    QS_CHECK(args.w->bits == 8);
-    gemm<8>(args, n_begin, n_end);
-  }
-}
-
-QActsView quantize_acts_avx512(const QMatrixView& w, const float* x, int64_t m, void* buf) {
-  const int64_t nb = w.blocks();
-  const QActsBuffers bufs = qacts_buffers(w, m, buf);
-  const QActsView a = bufs.view;
-  int8_t* const q = bufs.q;
-  float* const d = bufs.d;
-  int32_t* const qsum = bufs.qsum;
-
-  const __m512 sign = _mm512_set1_ps(-0.0f);
-  for (int64_t r = 0; r < m; ++r) {
-    const float* xr = x + r * w.k;
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t c0 = b * kQBlock;
-      const __mmask16 m0 = lane_mask(w.k - c0), m1 = lane_mask(w.k - c0 - 16);
-      __m512 v0, v1;
-      if (w.perm != nullptr) {
-        const __m512i i0 = _mm512_maskz_loadu_epi32(m0, w.perm + c0);
-        const __m512i i1 = _mm512_maskz_loadu_epi32(m1, w.perm + c0 + 16);
-        v0 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m0, i0, xr, 4);
-        v1 = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m1, i1, xr, 4);
-      } else {
-        v0 = _mm512_maskz_loadu_ps(m0, xr + c0);
-        v1 = _mm512_maskz_loadu_ps(m1, xr + c0 + 16);
-      }
-      const float amax = _mm512_reduce_max_ps(
-          _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
-      // The scalar formulas of quantize_acts: id = 127 / amax, q = round-half-even(x * id).
-      const __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
-      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
-      int8_t* qb = q + r * w.k_pad + c0;
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtsepi32_epi8(q0));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtsepi32_epi8(q1));
-      d[r * nb + b] = amax / 127.0f;
-      qsum[r * nb + b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-    }
-  }
-  qacts_group_sums(w, bufs);
-  return a;
 }
 
 }  // namespace qs::kernels::cpu

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/qmatrix.h"
 #include "kernels/qpanels.h"
 #include "kernels/ref/qlinear_bf16act_ref.h"
 
+#if QS_X86  // the kernels are AVX-512 ones (CMakeLists.txt)
 namespace qs::kernels::cpu {
 
 // Whether this CPU runs qlinear_bf16act_avx512 (AVX512F + AVX512-BF16).
@@ -31,3 +33,4 @@ Bf16ActsView prepare_declared_bf16_acts_avx512(const QMatrixView& w, const ActQu
                                                const float* x, int64_t m, void* buf);
 
 }  // namespace qs::kernels::cpu
+#endif  // QS_X86

@@ -6,6 +6,9 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
+
+#if QS_X86  // the kernels are AVX-512 ones (CMakeLists.txt)
 namespace qs::kernels::cpu {
 
 void scale_search_errors_avx512(const float* w, const float* imat, int64_t count,
@@ -17,3 +20,4 @@ void scale_search_errors_avx512(const float* w, const float* imat, int64_t count
 void scale_candidates_avx512(float gmax, int half, double step, int imax, float* out);
 
 }  // namespace qs::kernels::cpu
+#endif  // QS_X86

@@ -1,8 +1,8 @@
-// Kernel tests of the AVX2 quantized linear (kernels/cpu/qlinear_avx2.cc) against the scalar
-// code it must reproduce: quantize_acts_avx2 == quantize_acts bit for bit, and the GEMV and
-// GEMM == ref::qlinear_int8 (+ bias) to f32 summation order, over code widths, group sizes,
-// act-order permutations, odd k, row counts on both sides of the tiles and column sub-ranges.
-// Skipped on a CPU without AVX2+FMA+F16C.
+// Kernel tests of the int8-activation quantized linear kernels, every Highway target of
+// kernels/cpu/qlinear_hwy.cc and the hand-written AVX2 and AVX-512 GEMVs, against the scalar code
+// they must reproduce: quantize_acts bit for bit, and the GEMV and GEMM == ref::qlinear_int8 (+
+// bias) to f32 summation order, over code widths, group sizes, act-order permutations, odd k, row
+// counts on both sides of the tiles and column sub-ranges. A target this CPU lacks skips by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "formats/quantized_weight.h"
+#include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/qlinear_cpu.h"
 #include "kernels/qmatrix.h"
@@ -171,7 +172,32 @@ void check_kernel(Kernel kernel, const char* name, const QMatrixView& w, const Q
   }
 }
 
-void run_case(const Case& c, int64_t m, int64_t n, std::mt19937& rng) {
+// One set of kernels under test: a Highway target's, or a hand-written GEMV.
+struct Variant {
+  std::string name;
+  bool supported;
+  kernels::cpu::QLinearKernels k;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  for (int64_t t : kernels::cpu::elementwise_hwy_targets()) {
+    v.push_back({kernels::cpu::hwy_target_name(t), kernels::cpu::hwy_target_supported(t),
+                 kernels::cpu::qlinear_hwy(t)});
+  }
+#if QS_X86
+  // The hand-written GEMVs, the only hand-written kernels left (null: none of its own).
+  v.push_back({"hand_avx2",
+               kernels::isa_supported(kernels::Isa::kAvx2),
+               {kernels::cpu::qlinear_gemv_avx2, nullptr, nullptr}});
+  v.push_back({"hand_avx512",
+               kernels::isa_supported(kernels::Isa::kAvx512),
+               {kernels::cpu::qlinear_gemv_avx512, nullptr, nullptr}});
+#endif
+  return v;
+}
+
+void run_case(const Variant& v, const Case& c, int64_t m, int64_t n, std::mt19937& rng) {
   const std::string what = describe(c, m, n);
   const formats::QuantizedWeight qw =
       random_weight(n, c.k, c.bits, c.group_size, c.zeros, c.act_order, rng);
@@ -183,8 +209,10 @@ void run_case(const Case& c, int64_t m, int64_t n, std::mt19937& rng) {
   const std::vector<float> x = random_acts(m, c.k, rng);
   AlignedBuffer scalar_buf(kernels::qacts_bytes(w, m)), simd_buf(kernels::qacts_bytes(w, m));
   const QActsView a = kernels::quantize_acts(w, x.data(), m, scalar_buf.data);
-  const QActsView a2 = kernels::cpu::quantize_acts_avx2(w, x.data(), m, simd_buf.data);
-  expect_same_acts(w, a, a2, what);
+  if (v.k.quantize_acts != nullptr) {
+    const QActsView a2 = v.k.quantize_acts(w, x.data(), m, simd_buf.data);
+    expect_same_acts(w, a, a2, v.name + " " + what);
+  }
 
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> bias(static_cast<size_t>(n));
@@ -204,25 +232,25 @@ void run_case(const Case& c, int64_t m, int64_t n, std::mt19937& rng) {
   // The whole range without bias, and with bias a range that starts and ends mid-tile.
   const int64_t sub_begin = std::min<int64_t>(1, n - 1), sub_end = std::max(n - 2, sub_begin + 1);
   for (auto [kernel, name] :
-       {std::pair<Kernel, const char*>{kernels::cpu::qlinear_gemv_avx2, "gemv"},
-        {kernels::cpu::qlinear_gemm_avx2, "gemm"}}) {
-    check_kernel(kernel, name, w, a, nullptr, 0, n, expect, magnitude, what);
-    check_kernel(kernel, name, w, a, bias.data(), sub_begin, sub_end, expect_bias, magnitude_bias,
-                 what);
+       {std::pair<Kernel, std::string>{v.k.gemv, v.name + " gemv"}, {v.k.gemm, v.name + " gemm"}}) {
+    if (kernel == nullptr) continue;
+    check_kernel(kernel, name.c_str(), w, a, nullptr, 0, n, expect, magnitude, what);
+    check_kernel(kernel, name.c_str(), w, a, bias.data(), sub_begin, sub_end, expect_bias,
+                 magnitude_bias, what);
   }
 }
 
-class QLinearAvx2Test : public ::testing::Test {
+class QLinearTargetTest : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
-    if (!kernels::isa_supported(kernels::Isa::kAvx2)) GTEST_SKIP() << "CPU lacks AVX2+FMA+F16C";
+    if (!GetParam().supported) GTEST_SKIP() << "this CPU lacks " << GetParam().name;
   }
 };
 
 // bits {2, 3, 4, 8} x groups {32, 64, 128, per channel} x zeros x act order, on k = 96 (three
 // blocks: an odd block count, a partial last group for 64, one group for 128) and k = 1000
 // (a partial last block), over m {1, 3, 16, 64} x n {1, 7, 64, 200}.
-TEST_F(QLinearAvx2Test, MatchesScalarOracle) {
+TEST_P(QLinearTargetTest, MatchesScalarOracle) {
   std::mt19937 rng(1234);
   int cases = 0;
   for (int bits : {2, 3, 4, 8}) {
@@ -236,7 +264,7 @@ TEST_F(QLinearAvx2Test, MatchesScalarOracle) {
               for (int64_t n : {1, 7, 64, 200}) {
                 // The largest shapes once per width and group: they add time, not paths.
                 if (k == 1000 && m * n > 64 * 7 && zeros != Zeros::kRandom) continue;
-                run_case({bits, group, k, zeros, act_order}, m, n, rng);
+                run_case(GetParam(), {bits, group, k, zeros, act_order}, m, n, rng);
                 if (HasFatalFailure()) return;
                 ++cases;
               }
@@ -249,20 +277,21 @@ TEST_F(QLinearAvx2Test, MatchesScalarOracle) {
   EXPECT_GT(cases, 500);
 }
 
-// Columns longer than the GEMM's stack panel (16384 inputs) take its in-register path.
-TEST_F(QLinearAvx2Test, LongColumnsMatchScalarOracle) {
+// Long columns (several of the GEMM's 16-block panel chunks) for every target.
+TEST_P(QLinearTargetTest, LongColumnsMatchScalarOracle) {
   std::mt19937 rng(99);
   for (int bits : {4, 8}) {
     for (int64_t m : {1, 5}) {
-      run_case({bits, 128, 16400, Zeros::kRandom, false}, m, 9, rng);
+      run_case(GetParam(), {bits, 128, 16400, Zeros::kRandom, false}, m, 9, rng);
       if (HasFatalFailure()) return;
     }
   }
 }
 
-// quantize_acts_avx2 on inputs that stress its rounding and bytes: exact .5 ties of x * id,
+// quantize_acts on inputs that stress its rounding and bytes: exact .5 ties of x * id,
 // infinities and NaN (whose products are not numbers), tiny blocks whose 127 / amax overflows.
-TEST_F(QLinearAvx2Test, QuantizeActsEdgeValuesBitExact) {
+TEST_P(QLinearTargetTest, QuantizeActsEdgeValuesBitExact) {
+  if (GetParam().k.quantize_acts == nullptr) GTEST_SKIP() << GetParam().name << " has none";
   std::mt19937 rng(7);
   formats::QuantizedWeight qw = random_weight(4, 160, 4, 32, Zeros::kRandom, false, rng);
   AlignedBuffer wbuf(ops::qmatrix_bytes(qw));
@@ -281,9 +310,12 @@ TEST_F(QLinearAvx2Test, QuantizeActsEdgeValuesBitExact) {
   x[2 * w.k + 100] = -std::numeric_limits<float>::infinity();
   AlignedBuffer scalar_buf(kernels::qacts_bytes(w, m)), simd_buf(kernels::qacts_bytes(w, m));
   const QActsView a = kernels::quantize_acts(w, x.data(), m, scalar_buf.data);
-  const QActsView a2 = kernels::cpu::quantize_acts_avx2(w, x.data(), m, simd_buf.data);
-  expect_same_acts(w, a, a2, "edge values");
+  const QActsView a2 = GetParam().k.quantize_acts(w, x.data(), m, simd_buf.data);
+  expect_same_acts(w, a, a2, GetParam().name + " edge values");
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, QLinearTargetTest, ::testing::ValuesIn(variants()),
+                         [](const ::testing::TestParamInfo<Variant>& p) { return p.param.name; });
 
 }  // namespace
 }  // namespace qs
