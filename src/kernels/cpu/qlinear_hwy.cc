@@ -28,12 +28,20 @@
 #include "kernels/cpu/elementwise_cpu.h"
 #include "kernels/cpu/qlinear_cpu.h"
 
-HWY_BEFORE_NAMESPACE();
-// Highway's AVX3_DL attributes name AVX-VNNI but not AVX512-VNNI, which vpdpbusd on zmm
-// needs; every CPU Highway runs AVX3_DL on has it (its CPUID check requires VNNI).
+// Highway 1.0.3's AVX3_DL attributes name AVX-VNNI but not AVX512-VNNI, which vpdpbusd on
+// zmm needs; every CPU Highway runs AVX3_DL on has it (its CPUID check requires VNNI). So this
+// file's AVX3_DL code gets Highway's list (set_macros-inl.h) plus avx512vnni: redefined before
+// HWY_BEFORE_NAMESPACE, which pushes it as GCC's target pragma or clang's attribute (a
+// `#pragma GCC target` alone is ignored by clang). set_macros-inl.h defines it afresh for each
+// target.
 #if HWY_TARGET == HWY_AVX3_DL
-#pragma GCC target("avx512vnni")
+#undef HWY_TARGET_STR
+#define HWY_TARGET_STR                                            \
+  HWY_TARGET_STR_AVX3                                             \
+  ",vpclmulqdq,avx512vbmi,avx512vbmi2,vaes,avxvnni,avx512bitalg," \
+  "avx512vpopcntdq,avx512vnni"
 #endif
+HWY_BEFORE_NAMESPACE();
 namespace qs::kernels::cpu {
 namespace HWY_NAMESPACE {
 namespace {
@@ -740,8 +748,10 @@ constexpr int kGemmRows = HWY_ARCH_X86&& HWY_TARGET <= HWY_AVX3 ? 6
                           : kSplits<kBits> == 2 ? 3
                                                 : 4;
 
+// [[maybe_unused]] on the panel helpers: the one-lane target runs plain loops instead, and
+// clang flags a file-local function no target of the file calls.
 // Per int32 lane: acc + the four products of u's bytes with q's (vpdpbusd).
-HWY_INLINE VI32 dot_quad(VI32 acc, VI32 u, VI32 q) {
+[[maybe_unused]] HWY_INLINE VI32 dot_quad(VI32 acc, VI32 u, VI32 q) {
 #if HWY_TARGET == HWY_AVX3_DL
   return VI32{_mm512_dpbusd_epi32(acc.raw, u.raw, q.raw)};
 #else
@@ -753,7 +763,7 @@ HWY_INLINE VI32 dot_quad(VI32 acc, VI32 u, VI32 q) {
 }
 
 // Per i16 lane: acc + the two products of u's bytes with q's (maddubs, saturating).
-HWY_INLINE VI16 dot_pairs(VI16 acc, VI32 u, VI32 q) {
+[[maybe_unused]] HWY_INLINE VI16 dot_pairs(VI16 acc, VI32 u, VI32 q) {
 #if HWY_TARGET == HWY_AVX3
   return hn::Add(acc, VI16{_mm512_maddubs_epi16(u.raw, q.raw)});
 #elif HWY_TARGET == HWY_AVX2
@@ -767,7 +777,7 @@ HWY_INLINE VI16 dot_pairs(VI16 acc, VI32 u, VI32 q) {
 }
 
 // Per int32 lane: the sum of its two i16 lanes, times f.
-HWY_INLINE VI32 widen_pairs(VI16 s, int16_t f) {
+[[maybe_unused]] HWY_INLINE VI32 widen_pairs(VI16 s, int16_t f) {
 #if HWY_TARGET == HWY_AVX3
   return VI32{_mm512_madd_epi16(s.raw, _mm512_set1_epi16(f))};
 #elif HWY_TARGET == HWY_AVX2
@@ -924,7 +934,7 @@ void gather_tables(const QMatrixView& w, const float* src, int64_t j0, int64_t n
 
 // The i32 lanes of a broadcast activation quad q[0..3]: the bytes (vpdpbusd, maddubs), or
 // as dot_widened takes them, the even bytes (q0, q2) and the odd ones (q1, q3) as i16.
-HWY_INLINE VI32 quad_bytes(const int8_t* q) {
+[[maybe_unused]] HWY_INLINE VI32 quad_bytes(const int8_t* q) {
   int32_t q4;
   std::memcpy(&q4, q, 4);
   return hn::Set(DI32(), q4);
