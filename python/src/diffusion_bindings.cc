@@ -23,6 +23,7 @@
 #include "core/thread_pool.h"
 #include "diffusion/flux_pipeline.h"
 #include "diffusion/pipeline_index.h"
+#include "diffusion/pipeline_registry.h"
 #include "diffusion/png_image.h"
 #include "diffusion/wan_pipeline.h"
 #include "interrupt_poll.h"
@@ -517,11 +518,12 @@ void bind_diffusion(nb::module_& m) {
       },
       "path"_a, "frames"_a, "fps"_a = 16, "crf"_a = 18);
 
-  // Which engine a pipeline directory needs ("flux" or "wan"), from its model_index.json; a
-  // class quantserve does not run is UnsupportedError with the commands' message.
+  // Which engine a pipeline directory needs (its registered family's key: "flux" or "wan"),
+  // from its model_index.json; a class quantserve does not run is UnsupportedError with the
+  // commands' message.
   m.def("pipeline_family", [](const std::string& dir) {
     const diffusion::PipelineIndex index = value_or_throw(diffusion::read_pipeline_index(dir));
-    return std::string(index.family == diffusion::PipelineFamily::kWan ? "wan" : "flux");
+    return std::string(index.family->key);
   });
 
   // The directory a model name loads from (a local path, or a repo id in the Hugging Face

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "diffusion/flux_cfg_parallel.h"
+#include "diffusion/pipeline_registry.h"
 
 namespace qs::apps {
 namespace {
@@ -62,16 +63,23 @@ Result<CfgParallelSetup> cfg_parallel_setup(const Flags& flags, int threads) {
   return setup;
 }
 
-Result<std::unique_ptr<diffusion::FluxPipeline>> load_flux_pipeline(
-    const std::string& dir, const diffusion::FluxLoadOptions& options,
+Result<std::unique_ptr<diffusion::DiffusionPipeline>> load_cfg_pipeline(
+    const std::string& dir, const diffusion::PipelineLoadOptions& options,
     const std::shared_ptr<dist::Communicator>& group) {
   const auto t0 = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<diffusion::FluxPipeline>> pipeline =
-      diffusion::FluxPipeline::load(dir, options);
+  Result<std::unique_ptr<diffusion::DiffusionPipeline>> pipeline =
+      diffusion::load_pipeline(dir, options);
   if (!group) return pipeline;
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  QS_RETURN_IF_ERROR(diffusion::cfg_agree(*group, pipeline.status(), load_s));
+  // A family without CFG parallelism fails on both ranks alike.
+  Status loaded = pipeline.status();
+  if (loaded.ok() && !(*pipeline)->supports_cfg_parallel()) {
+    loaded = unimplemented(std::string("--cfg-parallel-size 2: CFG parallelism is not "
+                                       "implemented for ") +
+                           (*pipeline)->family().name + " pipelines");
+  }
+  QS_RETURN_IF_ERROR(diffusion::cfg_agree(*group, loaded, load_s));
   QS_RETURN_IF_ERROR((*pipeline)->set_cfg_parallel(group));
   return pipeline;
 }

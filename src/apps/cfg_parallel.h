@@ -1,7 +1,7 @@
 // apps: --cfg-parallel-size for the image commands (generate-image, and serve of a pipeline
 // directory), vLLM-Omni's flag: 2 runs the two true-CFG branches on the two ranks that
-// `mpirun -np 2` started (FluxPipeline::set_cfg_parallel). Rank 0 does what the command does
-// alone; rank 1 only runs the negative branch of rank 0's requests.
+// `mpirun -np 2` started (DiffusionPipeline::set_cfg_parallel; FLUX.1 has it). Rank 0 does what
+// the command does alone; rank 1 only runs the negative branch of rank 0's requests.
 #pragma once
 
 #include <memory>
@@ -9,7 +9,7 @@
 
 #include "apps/flags.h"
 #include "core/status.h"
-#include "diffusion/flux_pipeline.h"
+#include "diffusion/pipeline.h"
 #include "dist/communicator.h"
 
 namespace qs::apps {
@@ -26,10 +26,12 @@ struct CfgParallelSetup {
 // without --threads each takes its share of them.
 Result<CfgParallelSetup> cfg_parallel_setup(const Flags& flags, int threads);
 
-// FluxPipeline::load on every rank of `group`, which agree on the outcome: a rank that failed
-// to load ends every rank with its message instead of leaving the other waiting for jobs.
-Result<std::unique_ptr<diffusion::FluxPipeline>> load_flux_pipeline(
-    const std::string& dir, const diffusion::FluxLoadOptions& options,
+// diffusion::load_pipeline on every rank of `group`, which agree on the outcome (a rank that
+// failed to load, or a family without CFG parallelism, ends every rank with its message instead
+// of leaving the other waiting for jobs); the pipeline joins the group. Without a group, the
+// pipeline alone.
+Result<std::unique_ptr<diffusion::DiffusionPipeline>> load_cfg_pipeline(
+    const std::string& dir, const diffusion::PipelineLoadOptions& options,
     const std::shared_ptr<dist::Communicator>& group);
 
 // Rank 0: ends rank 1's worker loop when it goes out of scope, whichever way the command ends,

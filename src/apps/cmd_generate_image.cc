@@ -1,11 +1,11 @@
 // apps: `quantserve generate-image --model DIR --prompt TEXT [--negative-prompt TEXT]
 // [--width W --height H] [--steps N] [--guidance-scale G] [--true-cfg-scale S] [--seed S]
-// [--noise FILE] [--cfg-parallel-size 2] --out FILE.png`: one FLUX.1 image from a diffusers
-// pipeline directory, with a per-step progress line on a terminal and the timings on stderr.
+// [--noise FILE] [--cfg-parallel-size 2] --out FILE.png`: one image from a diffusers pipeline
+// directory of an image family (FLUX.1) through diffusion::DiffusionPipeline, with a per-step
+// progress line on a terminal and the timings on stderr. Flags not given are the pipeline's
+// defaults.
 // Under `mpirun -np 2` with --cfg-parallel-size 2, rank 1 runs the negative branch and stays
 // silent; rank 0 writes the image.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,7 +17,7 @@
 #include "apps/diffusion_cli.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
-#include "diffusion/flux_pipeline.h"
+#include "diffusion/pipeline.h"
 #include "diffusion/png_image.h"
 
 namespace qs::apps {
@@ -25,14 +25,14 @@ namespace {
 
 // The denoising steps alone (what scripts/bench_cfg_parallel.sh reads): median seconds a step,
 // and with CFG parallelism the median exchange and its share of the step.
-void print_step_times(const diffusion::FluxStepTimes& t) {
-  if (t.step_seconds.empty()) return;
-  const double step = median(t.step_seconds);
-  if (t.exchange_seconds.empty()) {
+void print_step_times(const diffusion::DiffusionOutput& out) {
+  if (out.step_seconds.empty()) return;
+  const double step = median(out.step_seconds);
+  if (out.exchange_seconds.empty()) {
     std::fprintf(stderr, "generate-image: denoising step median %.4f s\n", step);
     return;
   }
-  const double exchange = median(t.exchange_seconds);
+  const double exchange = median(out.exchange_seconds);
   std::fprintf(stderr,
                "generate-image: denoising step median %.4f s, CFG-parallel exchange median %.4f "
                "s (%.1f%% of a step)\n",
@@ -45,32 +45,50 @@ Status check(const Flags& flags) {
   if (!flags.has("out")) return invalid_argument("--out FILE.png is required");
   for (const char* f : {"width", "height", "steps", "seed", "max-sequence-length", "threads",
                         "cfg-parallel-size"}) {
-    QS_RETURN_IF_ERROR(flags.get_int(f).status());
+    if (flags.has(f)) QS_RETURN_IF_ERROR(flags.get_int(f).status());
   }
   for (const char* f : {"guidance-scale", "true-cfg-scale"}) {
-    QS_RETURN_IF_ERROR(flags.get_double(f).status());
+    if (flags.has(f)) QS_RETURN_IF_ERROR(flags.get_double(f).status());
   }
   return ok_status();
 }
 
-Status run(const Flags& flags) {
-  diffusion::FluxRequest req;
+// The flags as a request; the ones not given stay unset, for the pipeline's defaults.
+Result<diffusion::DiffusionRequest> request_from_flags(const Flags& flags) {
+  diffusion::DiffusionRequest req;
   req.prompt = flags.get("prompt");
   req.negative_prompt = flags.get("negative-prompt");
-  QS_ASSIGN_OR_RETURN(req.width, flags.get_int("width"));
-  QS_ASSIGN_OR_RETURN(req.height, flags.get_int("height"));
-  QS_ASSIGN_OR_RETURN(req.steps, flags.get_int("steps"));
+  if (flags.has("width")) {
+    QS_ASSIGN_OR_RETURN(req.width, flags.get_int("width"));
+  }
+  if (flags.has("height")) {
+    QS_ASSIGN_OR_RETURN(req.height, flags.get_int("height"));
+  }
+  if (flags.has("steps")) {
+    QS_ASSIGN_OR_RETURN(req.num_inference_steps, flags.get_int("steps"));
+  }
   QS_ASSIGN_OR_RETURN(int64_t seed, flags.get_int("seed"));
   req.seed = static_cast<uint64_t>(seed);
-  QS_ASSIGN_OR_RETURN(req.max_sequence_length, flags.get_int("max-sequence-length"));
-  QS_ASSIGN_OR_RETURN(req.guidance_scale, flags.get_double("guidance-scale"));
-  QS_ASSIGN_OR_RETURN(req.true_cfg_scale, flags.get_double("true-cfg-scale"));
+  if (flags.has("max-sequence-length")) {
+    QS_ASSIGN_OR_RETURN(req.max_sequence_length, flags.get_int("max-sequence-length"));
+  }
+  if (flags.has("guidance-scale")) {
+    QS_ASSIGN_OR_RETURN(req.guidance_scale, flags.get_double("guidance-scale"));
+  }
+  if (flags.has("true-cfg-scale")) {
+    QS_ASSIGN_OR_RETURN(req.true_cfg_scale, flags.get_double("true-cfg-scale"));
+  }
+  return req;
+}
+
+Status run(const Flags& flags) {
+  QS_ASSIGN_OR_RETURN(diffusion::DiffusionRequest req, request_from_flags(flags));
   QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
   if (threads <= 0 || threads > 1024) return invalid_argument("--threads must be 1 to 1024");
 
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  diffusion::FluxLoadOptions load;
+  diffusion::PipelineLoadOptions load;
   const std::string decoder = flags.get("vae-decoder");
   if (decoder == "tiny") {
     load.tiny_vae = flags.get("tiny-vae");
@@ -79,42 +97,37 @@ Status run(const Flags& flags) {
   }
   QS_ASSIGN_OR_RETURN(CfgParallelSetup cfg, cfg_parallel_setup(flags, static_cast<int>(threads)));
   QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.get("model")));
-  QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::FluxPipeline> pipe,
-                      load_flux_pipeline(dir, load, cfg.group));
+  QS_RETURN_IF_ERROR(
+      require_pipeline_output(dir, diffusion::PipelineOutput::kImage, "generate-image"));
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::DiffusionPipeline> pipe,
+                      load_cfg_pipeline(dir, load, cfg.group));
   ThreadPool pool(cfg.threads);
   if (cfg.worker()) return pipe->run_cfg_worker(pool);
   // Rank 1 has gone into its loop: from here on, every way out must stop it.
   const CfgWorkerStop stop_worker(cfg.group);
-  if (req.true_cfg_scale > 1.0 && req.negative_prompt.empty()) {
+  req = pipe->resolve(std::move(req));
+  const bool true_cfg = req.true_cfg_scale.value_or(1.0) > 1.0;
+  if (true_cfg && req.negative_prompt.empty()) {
     std::fprintf(stderr,
                  "generate-image: --true-cfg-scale > 1 without --negative-prompt: "
                  "one branch per step, as diffusers\n");
   }
   if (flags.has("noise")) {
-    QS_ASSIGN_OR_RETURN(req.noise, read_noise_file(flags.get("noise"), 2, "[n_img, channels]"));
+    QS_ASSIGN_OR_RETURN(req.latents, read_pipeline_noise(flags.get("noise"), *pipe));
   }
+  QS_RETURN_IF_ERROR(pipe->validate(req));
   const auto t1 = clock::now();
   std::fprintf(stderr, "generate-image: loaded %s in %.2f s\n", flags.get("model").c_str(),
                std::chrono::duration<double>(t1 - t0).count());
-  if (cfg.group && !(req.true_cfg_scale > 1.0 && !req.negative_prompt.empty())) {
+  if (cfg.group && !(true_cfg && !req.negative_prompt.empty())) {
     std::fprintf(stderr,
                  "generate-image: --cfg-parallel-size 2 without true CFG (--negative-prompt and "
                  "--true-cfg-scale > 1): rank 0 runs the one branch alone\n");
   }
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  auto last = t1;
-  req.on_step = [&](int64_t i, int64_t n, const std::vector<float>&) {
-    const auto now = clock::now();
-    const double step_s = std::chrono::duration<double>(now - last).count();
-    const double total_s = std::chrono::duration<double>(now - t1).count();
-    last = now;
-    if (tty) {
-      std::fprintf(stderr, "\r\033[Kgenerate-image: step %lld/%lld  %.2f s/step  elapsed %.1f s",
-                   static_cast<long long>(i + 1), static_cast<long long>(n), step_s, total_s);
-      if (i + 1 == n) std::fprintf(stderr, "\n");
-    }
-  };
-  QS_ASSIGN_OR_RETURN(diffusion::FluxImage image, pipe->generate(req, pool));
+  const int64_t steps = *req.num_inference_steps;
+  QS_ASSIGN_OR_RETURN(
+      diffusion::DiffusionOutput image,
+      generate_with_progress("generate-image", *pipe, std::move(req), pool, nullptr));
   const auto t2 = clock::now();
   QS_RETURN_IF_ERROR(diffusion::write_png(flags.get("out"), image.width, image.height,
                                           diffusion::to_rgb8(image.rgb)));
@@ -122,10 +135,10 @@ Status run(const Flags& flags) {
                "generate-image: %lldx%lld, %lld steps in %.2f s (%.3f s/step incl. "
                "text encoders and VAE); wrote %s\n",
                static_cast<long long>(image.width), static_cast<long long>(image.height),
-               static_cast<long long>(req.steps), std::chrono::duration<double>(t2 - t1).count(),
-               std::chrono::duration<double>(t2 - t1).count() / static_cast<double>(req.steps),
+               static_cast<long long>(steps), std::chrono::duration<double>(t2 - t1).count(),
+               std::chrono::duration<double>(t2 - t1).count() / static_cast<double>(steps),
                flags.get("out").c_str());
-  print_step_times(image.times);
+  print_step_times(image);
   return ok_status();
 }
 
@@ -134,18 +147,18 @@ Status run(const Flags& flags) {
 int cmd_generate_image(const Args& args) {
   Flags flags;
   add_revision_flag(flags);
-  flags.add("model", "diffusers pipeline directory (model_index.json: FluxPipeline)")
+  flags.add("model", "diffusers image pipeline directory (model_index.json: FluxPipeline)")
       .add("prompt", "the text to draw")
       .add("negative-prompt", "what to steer away from (with --true-cfg-scale > 1)")
-      .add("width", "image width in pixels (a multiple of 16 for FLUX.1)", false, "1024")
-      .add("height", "image height in pixels", false, "1024")
-      .add("steps", "flow-matching steps (num_inference_steps)", false, "28")
-      .add("guidance-scale", "distilled guidance (FLUX.1-dev's guidance embedding)", false, "3.5")
+      .add("width", "image width in pixels (FLUX.1: a multiple of 16; default 1024)")
+      .add("height", "image height in pixels (FLUX.1: default 1024)")
+      .add("steps", "denoising steps, num_inference_steps (FLUX.1: default 28)")
+      .add("guidance-scale",
+           "FLUX.1-dev's distilled guidance, its guidance embedding (default 3.5)")
       .add("true-cfg-scale",
            "> 1 with --negative-prompt: true CFG, both branches batched (or on two ranks with "
-           "--cfg-parallel-size 2)",
-           false, "1.0")
-      .add("max-sequence-length", "T5 tokens (FLUX.1-dev: 512)", false, "512")
+           "--cfg-parallel-size 2); default 1")
+      .add("max-sequence-length", "T5 tokens (FLUX.1: default 512)")
       .add("seed", "seed of quantserve's own noise generator (not torch's)", false, "0")
       .add("noise",
            ".safetensors with the packed initial noise [n_img, channels] (overrides "

@@ -1,11 +1,10 @@
 // apps: `quantserve generate-video --model DIR --prompt TEXT [--negative-prompt TEXT]
 // [--image FILE] [--width 832 --height 480] [--num-frames 81] [--fps F] [--steps 40]
 // [--guidance-scale 5] [--guidance-scale-2 G] [--boundary-ratio R] [--flow-shift S] [--seed S]
-// [--noise FILE] --out FILE.mp4 [--frames-dir DIR]`: one Wan2.2 video from a diffusers pipeline
-// directory (WanPipeline or WanImageToVideoPipeline), with a per-step progress line and ETA on
-// a terminal and the timings on stderr.
-#include <unistd.h>
-
+// [--noise FILE] --out FILE.mp4 [--frames-dir DIR]`: one video from a diffusers pipeline
+// directory of a video family (Wan2.2: WanPipeline, WanImageToVideoPipeline) through
+// diffusion::DiffusionPipeline, with a per-step progress line and ETA on a terminal and the
+// timings on stderr.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,8 +15,8 @@
 #include "apps/diffusion_cli.h"
 #include "apps/flags.h"
 #include "apps/model_flags.h"
+#include "diffusion/pipeline.h"
 #include "diffusion/png_image.h"
-#include "diffusion/wan_pipeline.h"
 #include "vision/image_file.h"
 #include "vision/vae_image_input.h"
 #include "vision/video_writer.h"
@@ -43,13 +42,13 @@ Status check(const Flags& flags) {
 }
 
 Status run(const Flags& flags) {
-  diffusion::WanRequest req;
+  diffusion::DiffusionRequest req;
   req.prompt = flags.get("prompt");
   req.negative_prompt = flags.get("negative-prompt");
   QS_ASSIGN_OR_RETURN(req.width, flags.get_int("width"));
   QS_ASSIGN_OR_RETURN(req.height, flags.get_int("height"));
   QS_ASSIGN_OR_RETURN(req.num_frames, flags.get_int("num-frames"));
-  QS_ASSIGN_OR_RETURN(req.steps, flags.get_int("steps"));
+  QS_ASSIGN_OR_RETURN(req.num_inference_steps, flags.get_int("steps"));
   QS_ASSIGN_OR_RETURN(int64_t seed, flags.get_int("seed"));
   req.seed = static_cast<uint64_t>(seed);
   QS_ASSIGN_OR_RETURN(req.max_sequence_length, flags.get_int("max-sequence-length"));
@@ -73,8 +72,11 @@ Status run(const Flags& flags) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   QS_ASSIGN_OR_RETURN(const std::string dir, resolve_model_flag(flags, flags.get("model")));
-  QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::WanPipeline> pipe,
-                      diffusion::WanPipeline::load(dir));
+  QS_RETURN_IF_ERROR(
+      require_pipeline_output(dir, diffusion::PipelineOutput::kVideo, "generate-video"));
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::DiffusionPipeline> pipe,
+                      diffusion::load_pipeline(dir));
+  req = pipe->resolve(std::move(req));
   int64_t fps = pipe->default_fps();
   if (flags.has("fps")) {
     QS_ASSIGN_OR_RETURN(fps, flags.get_int("fps"));
@@ -85,10 +87,10 @@ Status run(const Flags& flags) {
     vision::ImageReadOptions opts;
     opts.alpha = vision::AlphaMode::kDrop;  // diffusers' load_image: convert("RGB")
     QS_ASSIGN_OR_RETURN(vision::RgbImage image, vision::read_image_file(flags.get("image"), opts));
-    QS_ASSIGN_OR_RETURN(req.image, vision::vae_image_input(image, req.width, req.height));
+    QS_ASSIGN_OR_RETURN(req.image, vision::vae_image_input(image, *req.width, *req.height));
   }
   if (flags.has("noise")) {
-    QS_ASSIGN_OR_RETURN(req.noise, read_noise_file(flags.get("noise"), 4, "[z, frames, h, w]"));
+    QS_ASSIGN_OR_RETURN(req.latents, read_pipeline_noise(flags.get("noise"), *pipe));
   }
   // Everything the request can get wrong, before the first step.
   QS_RETURN_IF_ERROR(pipe->validate(req));
@@ -96,28 +98,11 @@ Status run(const Flags& flags) {
   const auto t1 = clock::now();
   std::fprintf(stderr, "generate-video: loaded %s in %.2f s\n", flags.get("model").c_str(),
                std::chrono::duration<double>(t1 - t0).count());
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  auto last = t1;
-  req.on_step = [&](int64_t i, int64_t n, const std::vector<float>&) {
-    const auto now = clock::now();
-    const double step_s = std::chrono::duration<double>(now - last).count();
-    const double total_s = std::chrono::duration<double>(now - t1).count();
-    last = now;
-    if (tty) {
-      const double eta = total_s / static_cast<double>(i + 1) * static_cast<double>(n - i - 1);
-      std::fprintf(stderr,
-                   "\r\033[Kgenerate-video: step %lld/%lld  %.2f s/step  elapsed %.1f s  "
-                   "ETA %.1f s (then the VAE)",
-                   static_cast<long long>(i + 1), static_cast<long long>(n), step_s, total_s, eta);
-      if (i + 1 == n) std::fprintf(stderr, "\n");
-    }
-  };
-  std::vector<double> step_seconds;
-  QS_ASSIGN_OR_RETURN(std::vector<float> latents, pipe->denoise(req, pool, &step_seconds));
-  const auto t2 = clock::now();
-  QS_ASSIGN_OR_RETURN(diffusion::WanVideo v, pipe->decode(std::move(latents), req.num_frames,
-                                                          req.height, req.width, pool));
-  const auto t3 = clock::now();
+  const int64_t steps = *req.num_inference_steps;
+  GenerationTimes times;
+  QS_ASSIGN_OR_RETURN(
+      diffusion::DiffusionOutput v,
+      generate_with_progress("generate-video", *pipe, std::move(req), pool, &times));
   const std::vector<uint8_t> rgb8 = diffusion::to_rgb8(v.rgb);
   if (flags.has("frames-dir")) {
     QS_RETURN_IF_ERROR(vision::write_png_frames(flags.get("frames-dir"), rgb8.data(), v.frames,
@@ -131,9 +116,8 @@ Status run(const Flags& flags) {
                "generate-video: %lldx%lld, %lld frames, %lld steps in %.2f s (step median %.3f "
                "s), VAE decode %.2f s; wrote %s\n",
                static_cast<long long>(v.width), static_cast<long long>(v.height),
-               static_cast<long long>(v.frames), static_cast<long long>(req.steps),
-               std::chrono::duration<double>(t2 - t1).count(), median(step_seconds),
-               std::chrono::duration<double>(t3 - t2).count(),
+               static_cast<long long>(v.frames), static_cast<long long>(steps),
+               times.denoise_seconds, median(v.step_seconds), times.decode_seconds,
                flags.has("out") ? flags.get("out").c_str() : flags.get("frames-dir").c_str());
   return ok_status();
 }
@@ -157,7 +141,7 @@ int cmd_generate_video(const Args& args) {
       .add("height", "frame height in pixels", false, "480")
       .add("num-frames", "frames, 4k + 1", false, "81")
       .add("fps", "frames per second of the MP4 (default: the model's, A14B 16, TI2V-5B 24)")
-      .add("steps", "UniPC steps (num_inference_steps)", false, "40")
+      .add("steps", "UniPC steps (num_inference_steps)", false, std::to_string(kVideoCommandSteps))
       .add("guidance-scale", "CFG scale (> 1: two branches per step, batched)", false, "5.0")
       .add("guidance-scale-2",
            "CFG scale of transformer_2, the low-noise expert (A14B; default --guidance-scale)")

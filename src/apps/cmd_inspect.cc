@@ -71,34 +71,37 @@ bool is_diffusion_dir(const std::string& dir) {
          config->value("_class_name", "") == "FluxTransformer2DModel";
 }
 
-// Defaults by family: FLUX.1 sizes a 1024x1024 image, Wan2.2 its 832x480 81-frame video.
+// Sizes not given are the family's defaults (FLUX.1 a 1024x1024 image, Wan2.2 an 832x480
+// video of 81 frames), which its registered sizer fills in.
 Status run_pipeline(const std::string& dir, const Flags& flags) {
-  diffusion::PipelineFamily family = diffusion::PipelineFamily::kFlux;
+  diffusion::PipelineOutput output = diffusion::PipelineOutput::kImage;  // a FLUX transformer/
   std::string class_name;
   if (diffusion::is_pipeline_dir(dir)) {
     QS_ASSIGN_OR_RETURN(const diffusion::PipelineIndex index, diffusion::read_pipeline_index(dir));
-    family = index.family;
+    output = index.family->output;
     class_name = index.class_name;
+    if (output != diffusion::PipelineOutput::kVideo && flags.has("num-frames")) {
+      return invalid_argument("--num-frames sizes a video pipeline; " + dir + " is a " +
+                              index.family->name + " image one");
+    }
+  } else if (flags.has("num-frames")) {
+    return invalid_argument("--num-frames sizes a video pipeline; " + dir +
+                            " is a FLUX.1 transformer");
   }
-  const bool video = family == diffusion::PipelineFamily::kWan;
-  if (!video && flags.has("num-frames")) {
-    return invalid_argument("--num-frames sizes a video pipeline (Wan); " + dir +
-                            " is a FLUX.1 one");
+  diffusion::MemoryQuery q;
+  for (auto [name, field] : {std::pair{"width", &q.width}, std::pair{"height", &q.height},
+                             std::pair{"num-frames", &q.num_frames}}) {
+    if (flags.has(name)) {
+      QS_ASSIGN_OR_RETURN(*field, flags.get_int(name));
+    }
   }
-  auto int_or = [&](const char* name, int64_t fallback) -> Result<int64_t> {
-    return flags.has(name) ? flags.get_int(name) : Result<int64_t>(fallback);
-  };
-  QS_ASSIGN_OR_RETURN(int64_t width, int_or("width", video ? 832 : 1024));
-  QS_ASSIGN_OR_RETURN(int64_t height, int_or("height", video ? 480 : 1024));
-  QS_ASSIGN_OR_RETURN(int64_t frames, int_or("num-frames", 81));
-  QS_ASSIGN_OR_RETURN(int64_t tokens, flags.get_int("max-sequence-length"));
+  QS_ASSIGN_OR_RETURN(q.max_sequence_length, flags.get_int("max-sequence-length"));
   QS_ASSIGN_OR_RETURN(int64_t threads, flags.get_int("threads"));
-  QS_ASSIGN_OR_RETURN(
-      diffusion::PipelineMemory m,
-      diffusion::pipeline_memory(dir, width, height, tokens, static_cast<int>(threads), frames));
+  q.threads = static_cast<int>(threads);
+  QS_ASSIGN_OR_RETURN(diffusion::PipelineMemory m, diffusion::pipeline_memory(dir, q));
   if (flags.get_bool("json")) {
     std::printf("%s\n", diffusion::pipeline_memory_json(m).dump(2).c_str());
-  } else if (video) {
+  } else if (output == diffusion::PipelineOutput::kVideo) {
     std::printf("%s: %s, a diffusion pipeline\n%s", dir.c_str(), class_name.c_str(),
                 diffusion::pipeline_memory_text(m).c_str());
   } else {

@@ -2,9 +2,9 @@
 // flag names. Loads the model, tokenizer, chat template and generation_config.json, starts
 // the engine thread and the HTTP server on 127.0.0.1:8000 by default, and runs until
 // SIGTERM or SIGINT, which end in-flight requests ("abort") and exit 0. A diffusers pipeline
-// directory (model_index.json) is served as an image model (/v1/images/generations, FLUX.1) or
-// a video model (vLLM-Omni's /v1/videos API, Wan2.2) instead, and a Whisper checkpoint as a
-// transcription model (/v1/audio/transcriptions).
+// directory (model_index.json) is served by what its family makes: an image model
+// (/v1/images/generations; FLUX.1) or a video model (vLLM-Omni's /v1/videos API; Wan2.2)
+// instead, and a Whisper checkpoint as a transcription model (/v1/audio/transcriptions).
 #include <pthread.h>
 #include <signal.h>
 
@@ -17,7 +17,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
-#include <optional>
 #include <thread>
 
 #include "apps/cfg_parallel.h"
@@ -32,9 +31,9 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
-#include "diffusion/flux_pipeline.h"
+#include "diffusion/pipeline.h"
 #include "diffusion/pipeline_index.h"
-#include "diffusion/wan_pipeline.h"
+#include "diffusion/pipeline_registry.h"
 #include "engine/engine.h"
 #include "engine/eos_ids.h"
 #include "engine/memory_budget.h"
@@ -227,17 +226,18 @@ void warn_llm_only_flags(const Flags& flags, const std::string& dir, const char*
   }
 }
 
-// A diffusers pipeline directory (model_index.json, as vLLM-Omni detects diffusion models):
-// the FLUX.1 pipeline behind /v1/images/generations. The LLM flags do not apply to it. With
-// --cfg-parallel-size 2 under `mpirun -np 2`, rank 0 serves and rank 1 runs the negative branch
-// of every true-CFG image (apps/cfg_parallel.h); a rank 1 that stops answering fails the image
-// it was in and stops the server with an error.
+// A diffusers pipeline directory (model_index.json, as vLLM-Omni detects diffusion models) of a
+// family that makes images (FLUX.1): the pipeline behind /v1/images/generations. The LLM flags
+// do not apply to it. With --cfg-parallel-size 2 under `mpirun -np 2`, rank 0 serves and rank 1
+// runs the negative branch of every true-CFG image (apps/cfg_parallel.h; a family without CFG
+// parallelism is refused there); a rank 1 that stops answering fails the image it was in and
+// stops the server with an error.
 Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int64_t port,
                     sigset_t* signals) {
   warn_llm_only_flags(flags, dir, "an image pipeline");
   QS_ASSIGN_OR_RETURN(CfgParallelSetup cfg, cfg_parallel_setup(flags, threads));
-  QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::FluxPipeline> pipeline,
-                      load_flux_pipeline(dir, {}, cfg.group));
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::DiffusionPipeline> pipeline,
+                      load_cfg_pipeline(dir, {}, cfg.group));
   ThreadPool pool(cfg.threads);
   if (cfg.worker()) {
     QS_LOG_INFO(
@@ -268,6 +268,7 @@ Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int
   info.served_model_name =
       flags.has("served-model-name") ? flags.get("served-model-name") : model_dir(flags);
   info.root = dir;
+  const std::string class_name = pipeline->class_name();
   server::ImageBackend backend(std::move(pipeline), pool);
   server::ServerMetrics metrics(info.served_model_name, 0);
   // Requests wait in the backend's queue, each on its own HTTP thread.
@@ -282,9 +283,9 @@ Status run_pipeline(const Flags& flags, const std::string& dir, int threads, int
     lock.unlock();
     http.shutdown();
   });
-  char detail[128];
-  std::snprintf(detail, sizeof(detail), "FluxPipeline, /v1/images/generations, %d threads%s",
-                cfg.threads, cfg.group ? ", CFG-parallel over 2 ranks" : "");
+  char detail[160];
+  std::snprintf(detail, sizeof(detail), "%s, /v1/images/generations, %d threads%s",
+                class_name.c_str(), cfg.threads, cfg.group ? ", CFG-parallel over 2 ranks" : "");
   Status served = serve_until_signal(http, options, info, detail, signals);
   {
     std::lock_guard<std::mutex> lock(broken.mu);
@@ -322,21 +323,17 @@ Result<int64_t> video_memory_budget(const Flags& flags, int64_t kept_mp4_bytes) 
   return budget;
 }
 
-// A Wan2.2 pipeline directory (WanPipeline, WanImageToVideoPipeline): vLLM-Omni's videos API,
-// one video at a time on the engine thread, each request's peak memory held to
-// --video-memory-budget. The LLM flags do not apply to it.
+// A pipeline directory of a family that makes videos (Wan2.2's text and image to video):
+// vLLM-Omni's videos API, one video at a time on the engine thread, each request's peak memory
+// held to --video-memory-budget. The LLM flags do not apply to it.
 Status run_video_pipeline(const Flags& flags, const std::string& dir, int threads, int64_t port,
                           sigset_t* signals) {
   warn_llm_only_flags(flags, dir, "a video pipeline");
-  if (flags.get("cfg-parallel-size") != "1") {
-    return invalid_argument("--cfg-parallel-size applies to FLUX image pipelines; " + dir +
-                            " is a Wan video pipeline");
-  }
-  QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::WanPipeline> pipeline,
-                      diffusion::WanPipeline::load(dir));
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::DiffusionPipeline> pipeline,
+                      diffusion::load_pipeline(dir));
   const server::VideoStoreLimits kept;
   QS_ASSIGN_OR_RETURN(int64_t budget, video_memory_budget(flags, kept.max_bytes));
-  const bool i2v = pipeline->image_to_video();
+  const std::string class_name = pipeline->class_name();
   const int64_t weights = static_cast<int64_t>(pipeline->resident_bytes());
   server::ModelInfo info;
   info.served_model_name =
@@ -351,8 +348,7 @@ Status run_video_pipeline(const Flags& flags, const std::string& dir, int thread
   char detail[256];
   std::snprintf(detail, sizeof(detail),
                 "%s, /v1/videos, %d threads, weights %.2f GiB, video memory budget %.2f GiB",
-                i2v ? "WanImageToVideoPipeline" : "WanPipeline", threads, gib(weights),
-                gib(budget));
+                class_name.c_str(), threads, gib(weights), gib(budget));
   Status served = serve_until_signal(http, options, info, detail, signals);
   backend.shutdown();
   QS_LOG_INFO("server stopped");
@@ -432,19 +428,22 @@ Status run(const Flags& flags) {
     return invalid_argument("--cfg-parallel-size applies to image pipelines; " + dir +
                             " is not one (see --tensor-parallel-size)");
   }
-  // The family picks the server: FLUX.1 answers /v1/images/generations, Wan2.2 /v1/videos.
-  std::optional<diffusion::PipelineFamily> family;
+  // What the family makes picks the server: images answer /v1/images/generations, videos
+  // /v1/videos.
+  const diffusion::PipelineFamilySpec* family = nullptr;
   if (pipeline) {
     QS_ASSIGN_OR_RETURN(diffusion::PipelineIndex index, diffusion::read_pipeline_index(dir));
     family = index.family;
   }
-  const bool video = family == diffusion::PipelineFamily::kWan;
+  const bool video = family != nullptr && family->output == diffusion::PipelineOutput::kVideo;
+  // The video server runs one process: no rank could take a branch, whatever the family has.
   if (video && flags.get("cfg-parallel-size") != "1") {
-    return invalid_argument("--cfg-parallel-size applies to FLUX.1 image pipelines; " + dir +
-                            " is a Wan2.2 video pipeline");
+    return invalid_argument(std::string("--cfg-parallel-size applies to image pipelines; ") + dir +
+                            " is a " + family->name + " " +
+                            diffusion::pipeline_output_name(family->output) + " pipeline");
   }
   if (flags.get("video-memory-budget") != "auto" && !video) {
-    QS_LOG_WARN("--video-memory-budget applies to Wan video pipelines only; %s is not one",
+    QS_LOG_WARN("--video-memory-budget applies to video pipelines only; %s is not one",
                 dir.c_str());
   }
   if (video) return run_video_pipeline(flags, dir, threads, port, &signals);
@@ -592,7 +591,7 @@ int cmd_serve(const Args& args) {
            "a directory whose files chat requests may name as file:// image, audio or video URLs "
            "(default: none)")
       .add("video-memory-budget",
-           "Wan video pipelines: the memory one video may take beyond the weights, e.g. 8GiB, "
+           "video pipelines (Wan2.2): the memory one video may take beyond the weights, e.g. 8GiB, "
            "or auto (what is available after loading, less a tenth and the kept MP4s); bigger "
            "requests are refused with 400",
            false, "auto")

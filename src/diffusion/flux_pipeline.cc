@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "diffusion/flux_cfg_parallel.h"
 #include "diffusion/pipeline_index.h"
+#include "diffusion/pipeline_registry.h"
 #include "io/checkpoint.h"
 
 namespace qs::diffusion {
@@ -62,12 +63,13 @@ Result<std::string> tiny_decoder_file(const std::string& dir) {
 Result<std::unique_ptr<FluxPipeline>> FluxPipeline::load(const std::string& dir,
                                                          const FluxLoadOptions& options) {
   QS_ASSIGN_OR_RETURN(PipelineIndex index, read_pipeline_index(dir));
-  if (index.family != PipelineFamily::kFlux) {
+  if (index.family != family_for_class("FluxPipeline")) {
     return invalid_argument(dir + "/model_index.json: _class_name \"" + index.class_name +
-                            "\" is a " + pipeline_family_name(index.family) +
-                            " pipeline, not FluxPipeline (generate-video runs it)");
+                            "\" is a " + index.family->name + " pipeline, not FluxPipeline (" +
+                            index.family->command + " runs it)");
   }
   std::unique_ptr<FluxPipeline> p(new FluxPipeline());
+  p->class_name_ = index.class_name;
   const fs::path d(dir);
   QS_ASSIGN_OR_RETURN(p->clip_tok_, tok::ClipTokenizer::load((d / "tokenizer").string()));
   QS_ASSIGN_OR_RETURN(p->t5_tok_, tok::UnigramTokenizer::load((d / "tokenizer_2").string()));
@@ -88,6 +90,16 @@ Result<std::unique_ptr<FluxPipeline>> FluxPipeline::load(const std::string& dir,
   }
   QS_ASSIGN_OR_RETURN(p->scheduler_,
                       read_flow_match_config((d / "scheduler" / "scheduler_config.json").string()));
+  for (const char* name : {"text_encoder", "text_encoder_2", "transformer"}) {
+    p->resident_bytes_ += component_weight_bytes((d / name).string());
+  }
+  if (p->tiny_) {
+    std::error_code ec;
+    QS_ASSIGN_OR_RETURN(std::string decoder, tiny_decoder_file(options.tiny_vae));
+    p->resident_bytes_ += fs::file_size(decoder, ec);
+  } else {
+    p->resident_bytes_ += component_weight_bytes((d / "vae").string());
+  }
   const FluxConfig& f = p->transformer_.config();
   if (f.in_channels != 4 * p->vae_config_.latent_channels || f.out_channels != f.in_channels) {
     return invalid_argument(dir + ": transformer in_channels " + std::to_string(f.in_channels) +
@@ -345,6 +357,114 @@ Result<FluxImage> FluxPipeline::decode(std::vector<float> latents, int64_t width
     }
   }
   return img;
+}
+
+// ---- DiffusionPipeline ----
+
+const PipelineFamilySpec& FluxPipeline::family() const {
+  return *family_for_class("FluxPipeline");
+}
+
+DiffusionRequest FluxPipeline::resolve(DiffusionRequest req) const {
+  const FluxRequest defaults;
+  if (!req.width) req.width = default_size();
+  if (!req.height) req.height = default_size();
+  if (!req.num_frames) req.num_frames = 1;
+  if (!req.num_inference_steps) req.num_inference_steps = defaults.steps;
+  if (!req.guidance_scale) req.guidance_scale = defaults.guidance_scale;
+  if (!req.true_cfg_scale) req.true_cfg_scale = defaults.true_cfg_scale;
+  if (!req.max_sequence_length) req.max_sequence_length = defaults.max_sequence_length;
+  return req;
+}
+
+FluxRequest FluxPipeline::flux_request(const DiffusionRequest& req) const {
+  FluxRequest r;
+  r.prompt = req.prompt;
+  r.negative_prompt = req.negative_prompt;
+  // Unresolved fields (a caller that skipped resolve) are 0, which validate refuses.
+  r.width = req.width.value_or(0), r.height = req.height.value_or(0);
+  r.steps = req.num_inference_steps.value_or(0);
+  r.guidance_scale = req.guidance_scale.value_or(r.guidance_scale);
+  r.true_cfg_scale = req.true_cfg_scale.value_or(r.true_cfg_scale);
+  r.max_sequence_length = req.max_sequence_length.value_or(0);
+  r.seed = req.seed;
+  r.noise = req.latents;
+  r.on_step = req.on_step;
+  r.cancelled = req.cancelled;
+  return r;
+}
+
+Status FluxPipeline::validate(const DiffusionRequest& req) const {
+  const PipelineFamilySpec& f = family();
+  if (req.num_frames && *req.num_frames != 1) {
+    return refuse_field(f, "num_frames", "they make one image");
+  }
+  if (!req.image.empty()) return refuse_field(f, "an input image", "they generate from text");
+  if (req.guidance_scale_2) {
+    return refuse_field(f, "guidance_scale_2", "it is a two-expert Wan2.2 A14B setting");
+  }
+  if (req.boundary_ratio) {
+    return refuse_field(f, "boundary_ratio", "it is a two-expert Wan2.2 A14B setting");
+  }
+  if (req.flow_shift) {
+    return refuse_field(f, "flow_shift", "FLUX.1's scheduler shifts by the image size");
+  }
+  return validate(flux_request(req));
+}
+
+std::vector<int64_t> FluxPipeline::latents_shape(const DiffusionRequest& req) const {
+  int64_t n_img = 0, ch = 0;
+  if (!latent_shape(flux_request(req), &n_img, &ch).ok()) return {};
+  return {n_img, ch};
+}
+
+size_t FluxPipeline::request_peak_bytes(const DiffusionRequest& req, int threads) const {
+  const FluxRequest r = flux_request(req);
+  int64_t n_img = 0, ch = 0;
+  if (!latent_shape(r, &n_img, &ch).ok()) return 0;
+  const bool true_cfg = r.true_cfg_scale > 1.0 && !r.negative_prompt.empty();
+  const int64_t batch = true_cfg && !cfg_group_ ? 2 : 1;
+  const FluxConfig& f = transformer_.config();
+  const size_t f32 = sizeof(float);
+  const size_t text = static_cast<size_t>(batch * (r.max_sequence_length * f.joint_attention_dim +
+                                                   f.pooled_projection_dim)) *
+                      f32;
+  // Latents, the prediction(s) and the scheduler's sample; the image as f32 and 8-bit.
+  const size_t latents = static_cast<size_t>(n_img * ch) * f32 * (2 + static_cast<size_t>(batch));
+  const size_t image = static_cast<size_t>(r.width * r.height * 3) * (f32 + 1);
+  return text + latents + image +
+         flux_activation_bytes(f, batch, n_img, r.max_sequence_length, threads);
+}
+
+Result<std::vector<float>> FluxPipeline::denoise(const DiffusionRequest& req, ThreadPool& pool,
+                                                 DiffusionOutput* times) const {
+  QS_RETURN_IF_ERROR(validate(req));
+  FluxStepTimes t;
+  QS_ASSIGN_OR_RETURN(std::vector<float> latents, denoise_timed(flux_request(req), pool, &t));
+  if (times) {
+    times->step_seconds = std::move(t.step_seconds);
+    times->exchange_seconds = std::move(t.exchange_seconds);
+  }
+  return latents;
+}
+
+Result<DiffusionOutput> FluxPipeline::decode(std::vector<float> latents,
+                                             const DiffusionRequest& req, ThreadPool& pool) const {
+  QS_ASSIGN_OR_RETURN(FluxImage image, decode(std::move(latents), req.width.value_or(0),
+                                              req.height.value_or(0), pool));
+  DiffusionOutput out;
+  out.width = image.width, out.height = image.height, out.frames = 1;
+  out.rgb = std::move(image.rgb);
+  out.latents = std::move(image.latents);
+  return out;
+}
+
+Result<std::unique_ptr<DiffusionPipeline>> load_flux_pipeline(const PipelineIndex& index,
+                                                              const PipelineLoadOptions& options) {
+  FluxLoadOptions flux;
+  flux.tiny_vae = options.tiny_vae;
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<FluxPipeline> p, FluxPipeline::load(index.dir, flux));
+  return std::unique_ptr<DiffusionPipeline>(std::move(p));
 }
 
 }  // namespace qs::diffusion

@@ -20,6 +20,7 @@
 #include "diffusion/clip_text_model.h"
 #include "diffusion/flow_match_scheduler.h"
 #include "diffusion/flux_transformer.h"
+#include "diffusion/pipeline.h"
 #include "diffusion/t5_encoder.h"
 #include "diffusion/tiny_autoencoder.h"
 #include "dist/communicator.h"
@@ -69,10 +70,32 @@ struct FluxLoadOptions {
   std::string tiny_vae;
 };
 
-class FluxPipeline {
+class FluxPipeline : public DiffusionPipeline {
  public:
   static Result<std::unique_ptr<FluxPipeline>> load(const std::string& dir,
                                                     const FluxLoadOptions& options = {});
+
+  // DiffusionPipeline: a request's fields as FluxRequest's (latents as noise; the sizes, steps,
+  // guidance and sequence length as diffusers' FluxPipeline defaults them); the video fields
+  // (num_frames > 1, an image, guidance_scale_2, boundary_ratio, flow_shift) are refused.
+  const PipelineFamilySpec& family() const override;
+  const std::string& class_name() const override { return class_name_; }
+  DiffusionRequest resolve(DiffusionRequest req) const override;
+  Status validate(const DiffusionRequest& req) const override;
+  // One step's transformer activations (both branches under batched true CFG), the text
+  // embeddings, latents and the image; the VAE decode's own working set is not counted.
+  size_t request_peak_bytes(const DiffusionRequest& req, int threads) const override;
+  // The components' weight files (the tiny decoder's instead of vae/'s when it decodes).
+  size_t resident_bytes() const override { return resident_bytes_; }
+  Result<std::vector<float>> denoise(const DiffusionRequest& req, ThreadPool& pool,
+                                     DiffusionOutput* times = nullptr) const override;
+  Result<DiffusionOutput> decode(std::vector<float> latents, const DiffusionRequest& req,
+                                 ThreadPool& pool) const override;
+  std::vector<std::string> latents_dims() const override { return {"n_img", "channels"}; }
+  std::vector<int64_t> latents_shape(const DiffusionRequest& req) const override;
+  // Packed 2 x 2 latents of the VAE's scale (latent_shape's unit).
+  int64_t spatial_multiple() const override { return vae_config_.scale() * 2; }
+  using DiffusionPipeline::generate;
 
   // Every check generate() makes before it runs anything (size, steps, sequence length,
   // guidance), so a server can answer a bad request before queueing it.
@@ -105,11 +128,12 @@ class FluxPipeline {
   // kUnavailable and breaks the group, after which `on_broken` (if set) is called with the
   // group's error on the thread that ran the request, so that a server can stop. Null: one
   // process (the default).
+  bool supports_cfg_parallel() const override { return true; }
   Status set_cfg_parallel(std::shared_ptr<dist::Communicator> group,
-                          std::function<void(const Status&)> on_broken = {});
+                          std::function<void(const Status&)> on_broken = {}) override;
   // Rank 1: runs the requests rank 0 sends until it sends stop (send_cfg_stop), logging a failed
   // one and going on; an error only once the group is broken.
-  Status run_cfg_worker(ThreadPool& pool) const;
+  Status run_cfg_worker(ThreadPool& pool) const override;
 
  private:
   // Which branches this process runs: kPositive without true CFG; kBatched both in one batch-2
@@ -126,6 +150,11 @@ class FluxPipeline {
   };
   Result<Prompt> encode_prompt(const std::string& text, int64_t max_sequence_length,
                                ThreadPool& pool) const;
+  // A resolved DiffusionRequest as FluxRequest (the callbacks and noise carried over).
+  FluxRequest flux_request(const DiffusionRequest& req) const;
+
+  std::string class_name_ = "FluxPipeline";
+  size_t resident_bytes_ = 0;
 
   std::unique_ptr<tok::ClipTokenizer> clip_tok_;
   std::unique_ptr<tok::UnigramTokenizer> t5_tok_;
@@ -139,6 +168,10 @@ class FluxPipeline {
   std::shared_ptr<dist::Communicator> cfg_group_;  // set_cfg_parallel; null: one process
   std::function<void(const Status&)> cfg_on_broken_;
 };
+
+// The registry's loader of FluxPipeline directories.
+Result<std::unique_ptr<DiffusionPipeline>> load_flux_pipeline(const PipelineIndex& index,
+                                                              const PipelineLoadOptions& options);
 
 // ids: (0, row, col) for each packed latent token, row-major ([h2 * w2, 3]).
 std::vector<float> flux_image_ids(int64_t h2, int64_t w2);

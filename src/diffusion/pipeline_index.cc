@@ -3,20 +3,11 @@
 #include <filesystem>
 
 #include "core/json.h"
+#include "diffusion/pipeline_registry.h"
 
 namespace qs::diffusion {
 
 namespace fs = std::filesystem;
-
-const char* pipeline_family_name(PipelineFamily family) {
-  switch (family) {
-    case PipelineFamily::kFlux:
-      return "FLUX.1";
-    case PipelineFamily::kWan:
-      return "Wan2.2";
-  }
-  return "?";
-}
 
 const PipelineComponent* PipelineIndex::find(const std::string& name) const {
   for (const PipelineComponent& c : components) {
@@ -56,6 +47,15 @@ bool PipelineIndex::flag(const std::string& key) const {
   return config.contains(key) && config[key].is_boolean() && config[key].get<bool>();
 }
 
+size_t component_weight_bytes(const std::string& component_dir) {
+  size_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(component_dir, ec)) {
+    if (e.path().extension() == ".safetensors") total += e.file_size(ec);
+  }
+  return total;
+}
+
 bool is_pipeline_dir(const std::string& dir) {
   std::error_code ec;
   return fs::exists(fs::path(dir) / "model_index.json", ec);
@@ -68,16 +68,12 @@ Result<PipelineIndex> read_pipeline_index(const std::string& dir) {
   PipelineIndex index;
   index.dir = dir;
   index.class_name = json_string_or(j, "_class_name", "");
-  if (index.class_name == "FluxPipeline") {
-    index.family = PipelineFamily::kFlux;
-  } else if (index.class_name == "WanPipeline" || index.class_name == "WanImageToVideoPipeline") {
-    index.family = PipelineFamily::kWan;
-  } else {
+  index.family = family_for_class(index.class_name);
+  if (index.family == nullptr) {
     return unimplemented(
         file + ": _class_name " +
         (index.class_name.empty() ? std::string("missing") : "\"" + index.class_name + "\"") +
-        " (quantserve runs FluxPipeline, WanPipeline and "
-        "WanImageToVideoPipeline)");
+        " (quantserve runs " + known_pipeline_classes() + ")");
   }
   // Components are ["library", "Class"]; settings are everything else (and keys with '_').
   for (auto it = j.begin(); it != j.end(); ++it) {

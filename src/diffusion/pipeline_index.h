@@ -2,10 +2,12 @@
 // class, its named components (text encoders, tokenizers, transformer(s), VAE, scheduler; an
 // absent optional one is written [null, null]) and the pipeline-level settings (Wan's
 // boundary_ratio, expand_timesteps). Every command that takes a pipeline directory (generate-*,
-// serve, quantize, inspect, compare) reads it through here and picks the family from it, so
-// a new pipeline family is a new PipelineFamily plus its pipeline and component files.
+// serve, quantize, inspect, compare) reads it through here; its family comes from the registry
+// (pipeline_registry.h), so a new pipeline family is a row there plus its pipeline and
+// component files.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,12 +18,7 @@
 
 namespace qs::diffusion {
 
-enum class PipelineFamily {
-  kFlux,  // FluxPipeline: generate-image, /v1/images/generations
-  kWan,   // WanPipeline, WanImageToVideoPipeline: generate-video, /v1/videos
-};
-
-const char* pipeline_family_name(PipelineFamily family);
+struct PipelineFamilySpec;
 
 struct PipelineComponent {
   std::string name;        // "transformer", "vae", ...
@@ -31,10 +28,10 @@ struct PipelineComponent {
 
 struct PipelineIndex {
   std::string dir;
-  std::string class_name;  // "_class_name"
-  PipelineFamily family = PipelineFamily::kFlux;
-  std::vector<PipelineComponent> components;  // the present ones, by name
-  nlohmann::json config;                      // the whole model_index.json
+  std::string class_name;                      // "_class_name"
+  const PipelineFamilySpec* family = nullptr;  // never null in a read index
+  std::vector<PipelineComponent> components;   // the present ones, by name
+  nlohmann::json config;                       // the whole model_index.json
 
   const PipelineComponent* find(const std::string& name) const;
   bool has(const std::string& name) const { return find(name) != nullptr; }
@@ -47,11 +44,15 @@ struct PipelineIndex {
   bool flag(const std::string& key) const;  // false when absent
 };
 
+// The bytes of the .safetensors files in a component folder: what loading it maps or repacks
+// (16-bit weights are views of the files, quantized ones repacked to about their size).
+size_t component_weight_bytes(const std::string& component_dir);
+
 // True when `dir` holds a model_index.json (as vLLM-Omni tells a diffusion model apart).
 bool is_pipeline_dir(const std::string& dir);
 
-// Reads dir/model_index.json; a class we do not run is kUnimplemented naming it and the ones
-// we do.
+// Reads dir/model_index.json; a class no registered family runs is kUnimplemented naming it
+// and the ones we run.
 Result<PipelineIndex> read_pipeline_index(const std::string& dir);
 
 }  // namespace qs::diffusion

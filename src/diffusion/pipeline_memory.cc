@@ -10,6 +10,7 @@
 #include "diffusion/autoencoder_kl_wan.h"
 #include "diffusion/component_specs.h"
 #include "diffusion/flux_transformer.h"
+#include "diffusion/pipeline_registry.h"
 #include "diffusion/wan_text.h"
 #include "diffusion/wan_transformer.h"
 #include "io/checkpoint.h"
@@ -152,14 +153,14 @@ Result<ComponentMemory> stored_memory(const std::string& name, const std::string
   return m;
 }
 
-Result<PipelineMemory> flux_pipeline_memory(const std::string& dir, bool pipeline, int64_t width,
-                                            int64_t height, int64_t max_sequence_length,
-                                            int threads) {
+Result<PipelineMemory> flux_memory(const std::string& dir, bool pipeline, int64_t width,
+                                   int64_t height, int64_t max_sequence_length, int threads) {
   if (width <= 0 || height <= 0 || width % 16 != 0 || height % 16 != 0) {
     return invalid_argument("--width and --height must be positive multiples of 16");
   }
   if (max_sequence_length <= 0) return invalid_argument("--max-sequence-length must be positive");
   PipelineMemory pm;
+  pm.family = family_for_class("FluxPipeline");
   pm.width = width;
   pm.height = height;
   pm.n_img = (width / 16) * (height / 16);
@@ -183,11 +184,10 @@ Result<PipelineMemory> flux_pipeline_memory(const std::string& dir, bool pipelin
 
 // Wan: every component from its config (the UMT5 encoder, the expert(s), the VAE), the weight
 // headers giving stored dtypes where the files are there.
-Result<PipelineMemory> wan_pipeline_memory(const PipelineIndex& index, int64_t width,
-                                           int64_t height, int64_t frames,
-                                           int64_t max_sequence_length, int threads) {
+Result<PipelineMemory> wan_memory(const PipelineIndex& index, int64_t width, int64_t height,
+                                  int64_t frames, int64_t max_sequence_length, int threads) {
   PipelineMemory pm;
-  pm.family = PipelineFamily::kWan;
+  pm.family = index.family;
   pm.class_name = index.class_name;
   pm.width = width, pm.height = height, pm.frames = frames, pm.n_txt = max_sequence_length;
 
@@ -311,7 +311,7 @@ nlohmann::json components_json(const PipelineMemory& m) {
   return comps;
 }
 
-std::string wan_memory_text(const PipelineMemory& m) {
+std::string video_memory_text(const PipelineMemory& m) {
   std::string out = components_table(m);
   std::string latent;
   for (int64_t d : m.latent_shape) latent += (latent.empty() ? "" : ", ") + std::to_string(d);
@@ -348,26 +348,44 @@ size_t PipelineMemory::peak(bool true_cfg) const {
   return weights() + (true_cfg ? activations_batch2 : activations_batch1);
 }
 
-Result<PipelineMemory> pipeline_memory(const std::string& dir, int64_t width, int64_t height,
-                                       int64_t max_sequence_length, int threads,
-                                       int64_t num_frames) {
-  using namespace pipeline_mem;
-  if (!is_pipeline_dir(dir)) {
-    return flux_pipeline_memory(dir, false, width, height, max_sequence_length, threads);
-  }
-  QS_ASSIGN_OR_RETURN(const PipelineIndex index, read_pipeline_index(dir));
-  if (index.family == PipelineFamily::kWan) {
-    return wan_pipeline_memory(index, width, height, num_frames, max_sequence_length, threads);
-  }
-  QS_ASSIGN_OR_RETURN(PipelineMemory pm,
-                      flux_pipeline_memory(dir, true, width, height, max_sequence_length, threads));
+// Defaults as the pipelines': FLUX.1 a 1024x1024 image, Wan2.2 an 832x480 video of 81 frames.
+Result<PipelineMemory> flux_pipeline_memory(const PipelineIndex& index, const MemoryQuery& q) {
+  QS_ASSIGN_OR_RETURN(
+      PipelineMemory pm,
+      pipeline_mem::flux_memory(index.dir, true, q.width > 0 ? q.width : 1024,
+                                q.height > 0 ? q.height : 1024, q.max_sequence_length, q.threads));
   pm.class_name = index.class_name;
   return pm;
 }
 
+Result<PipelineMemory> wan_pipeline_memory(const PipelineIndex& index, const MemoryQuery& q) {
+  return pipeline_mem::wan_memory(index, q.width > 0 ? q.width : 832, q.height > 0 ? q.height : 480,
+                                  q.num_frames > 0 ? q.num_frames : 81, q.max_sequence_length,
+                                  q.threads);
+}
+
+Result<PipelineMemory> pipeline_memory(const std::string& dir, const MemoryQuery& query) {
+  if (!is_pipeline_dir(dir)) {
+    return pipeline_mem::flux_memory(dir, false, query.width > 0 ? query.width : 1024,
+                                     query.height > 0 ? query.height : 1024,
+                                     query.max_sequence_length, query.threads);
+  }
+  QS_ASSIGN_OR_RETURN(const PipelineIndex index, read_pipeline_index(dir));
+  return index.family->memory(index, query);
+}
+
+Result<PipelineMemory> pipeline_memory(const std::string& dir, int64_t width, int64_t height,
+                                       int64_t max_sequence_length, int threads,
+                                       int64_t num_frames) {
+  MemoryQuery q;
+  q.width = width, q.height = height, q.num_frames = num_frames;
+  q.max_sequence_length = max_sequence_length, q.threads = threads;
+  return pipeline_memory(dir, q);
+}
+
 std::string pipeline_memory_text(const PipelineMemory& m) {
   using namespace pipeline_mem;
-  if (m.family == PipelineFamily::kWan) return wan_memory_text(m);
+  if (m.family->output == PipelineOutput::kVideo) return video_memory_text(m);
   std::string out = components_table(m);
   char buf[512];
   std::snprintf(buf, sizeof(buf),
@@ -386,7 +404,7 @@ std::string pipeline_memory_text(const PipelineMemory& m) {
 
 nlohmann::json pipeline_memory_json(const PipelineMemory& m) {
   using namespace pipeline_mem;
-  if (m.family == PipelineFamily::kWan) {
+  if (m.family->output == PipelineOutput::kVideo) {
     return {{"pipeline", m.class_name},
             {"components", components_json(m)},
             {"width", m.width},

@@ -17,6 +17,7 @@
 
 #include "core/status.h"
 #include "diffusion/pipeline_index.h"
+#include "diffusion/pipeline_registry.h"
 
 namespace qs::diffusion {
 
@@ -31,7 +32,7 @@ struct ComponentMemory {
 };
 
 struct PipelineMemory {
-  PipelineFamily family = PipelineFamily::kFlux;
+  const PipelineFamilySpec* family = nullptr;  // its output picks the text and JSON layout
   std::string class_name;  // model_index.json's ("" for a FLUX transformer/ folder alone)
   std::vector<ComponentMemory> components;
   int64_t width = 0, height = 0;
@@ -54,12 +55,17 @@ struct PipelineMemory {
   size_t decode_peak() const { return weights() + vae_decode; }
 };
 
-// `dir` is a pipeline directory (model_index.json: FluxPipeline, WanPipeline or
-// WanImageToVideoPipeline) or a FLUX transformer/ folder on its own. `num_frames` sizes a video
-// pipeline (4k + 1); image pipelines ignore it.
+// `dir` is a pipeline directory (model_index.json of a registered family, whose `memory` sizes
+// it) or a FLUX transformer/ folder on its own. `num_frames` sizes a video pipeline (4k + 1);
+// image pipelines ignore it. A zero size or frame count is the family's default.
+Result<PipelineMemory> pipeline_memory(const std::string& dir, const MemoryQuery& query);
 Result<PipelineMemory> pipeline_memory(const std::string& dir, int64_t width, int64_t height,
                                        int64_t max_sequence_length, int threads,
                                        int64_t num_frames = 81);
+
+// The registry's sizers of FLUX.1 and Wan2.2 pipeline directories.
+Result<PipelineMemory> flux_pipeline_memory(const PipelineIndex& index, const MemoryQuery& query);
+Result<PipelineMemory> wan_pipeline_memory(const PipelineIndex& index, const MemoryQuery& query);
 
 std::string pipeline_memory_text(const PipelineMemory& m);
 nlohmann::json pipeline_memory_json(const PipelineMemory& m);

@@ -9,6 +9,7 @@
 
 #include "core/json.h"
 #include "diffusion/pipeline_index.h"
+#include "diffusion/pipeline_registry.h"
 
 namespace qs::diffusion {
 
@@ -33,10 +34,10 @@ std::string wan_num(double v) {
 
 Result<std::unique_ptr<WanPipeline>> WanPipeline::load(const std::string& dir) {
   QS_ASSIGN_OR_RETURN(PipelineIndex index, read_pipeline_index(dir));
-  if (index.family != PipelineFamily::kWan) {
+  if (index.family != family_for_class("WanPipeline")) {
     return invalid_argument(dir + "/model_index.json: _class_name \"" + index.class_name +
-                            "\" is a " + pipeline_family_name(index.family) +
-                            " pipeline, not a Wan one (generate-image runs it)");
+                            "\" is a " + index.family->name + " pipeline, not a Wan one (" +
+                            index.family->command + " runs it)");
   }
   std::unique_ptr<WanPipeline> p(new WanPipeline());
   p->class_name_ = index.class_name;
@@ -77,10 +78,7 @@ Result<std::unique_ptr<WanPipeline>> WanPipeline::load(const std::string& dir) {
   // the files, quantized ones repacked to about their size; f32 copies of biases and norms add
   // little).
   for (const char* name : {"text_encoder", "transformer", "transformer_2", "vae"}) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(d / name, ec)) {
-      if (e.path().extension() == ".safetensors") p->resident_bytes_ += e.file_size(ec);
-    }
+    p->resident_bytes_ += component_weight_bytes((d / name).string());
   }
   QS_ASSIGN_OR_RETURN(p->scheduler_,
                       read_unipc_config((d / "scheduler" / "scheduler_config.json").string()));
@@ -448,6 +446,89 @@ Result<WanVideo> WanPipeline::generate(const WanRequest& req, ThreadPool& pool) 
                       decode(std::move(latents), req.num_frames, req.height, req.width, pool));
   v.step_seconds = std::move(seconds);
   return v;
+}
+
+// ---- DiffusionPipeline ----
+
+const PipelineFamilySpec& WanPipeline::family() const {
+  return *family_for_class("WanPipeline");
+}
+
+DiffusionRequest WanPipeline::resolve(DiffusionRequest req) const {
+  const WanRequest defaults;
+  if (!req.width) req.width = defaults.width;
+  if (!req.height) req.height = defaults.height;
+  if (!req.num_frames) req.num_frames = defaults.num_frames;
+  if (!req.num_inference_steps) req.num_inference_steps = defaults.steps;
+  if (!req.guidance_scale) req.guidance_scale = defaults.guidance_scale;
+  if (!req.max_sequence_length) req.max_sequence_length = defaults.max_sequence_length;
+  return req;
+}
+
+WanRequest WanPipeline::wan_request(const DiffusionRequest& req) const {
+  WanRequest r;
+  r.prompt = req.prompt;
+  r.negative_prompt = req.negative_prompt;
+  // Unresolved fields (a caller that skipped resolve) are 0, which validate refuses.
+  r.width = req.width.value_or(0), r.height = req.height.value_or(0);
+  r.num_frames = req.num_frames.value_or(0);
+  r.steps = req.num_inference_steps.value_or(0);
+  r.guidance_scale = req.guidance_scale.value_or(r.guidance_scale);
+  r.guidance_scale_2 = req.guidance_scale_2;
+  r.boundary_ratio = req.boundary_ratio;
+  r.flow_shift = req.flow_shift;
+  r.max_sequence_length = req.max_sequence_length.value_or(0);
+  r.seed = req.seed;
+  r.noise = req.latents;
+  r.image = req.image;
+  r.on_step = req.on_step;
+  r.cancelled = req.cancelled;
+  return r;
+}
+
+Status WanPipeline::validate(const DiffusionRequest& req) const {
+  if (req.true_cfg_scale) {
+    return refuse_field(family(), "true_cfg_scale", "guidance_scale is their CFG scale");
+  }
+  return validate(wan_request(req));
+}
+
+std::vector<int64_t> WanPipeline::latents_shape(const DiffusionRequest& req) const {
+  const WanRequest r = wan_request(req);
+  if (r.width <= 0 || r.height <= 0 || r.num_frames <= 0) return {};
+  const LatentShape s = latent_shape(r);
+  return {s.channels, s.frames, s.height, s.width};
+}
+
+size_t WanPipeline::request_peak_bytes(const DiffusionRequest& req, int threads) const {
+  return request_peak_bytes(wan_request(req), threads);
+}
+
+Result<std::vector<float>> WanPipeline::denoise(const DiffusionRequest& req, ThreadPool& pool,
+                                                DiffusionOutput* times) const {
+  QS_RETURN_IF_ERROR(validate(req));
+  return denoise(wan_request(req), pool, times ? &times->step_seconds : nullptr);
+}
+
+Result<DiffusionOutput> WanPipeline::decode(std::vector<float> latents, const DiffusionRequest& req,
+                                            ThreadPool& pool) const {
+  QS_ASSIGN_OR_RETURN(WanVideo v, decode(std::move(latents), req.num_frames.value_or(0),
+                                         req.height.value_or(0), req.width.value_or(0), pool));
+  DiffusionOutput out;
+  out.width = v.width, out.height = v.height, out.frames = v.frames;
+  out.rgb = std::move(v.rgb);
+  out.latents = std::move(v.latents);
+  return out;
+}
+
+Result<std::unique_ptr<DiffusionPipeline>> load_wan_pipeline(const PipelineIndex& index,
+                                                             const PipelineLoadOptions& options) {
+  if (!options.tiny_vae.empty()) {
+    return invalid_argument("a tiny autoencoder (--vae-decoder tiny) decodes FLUX latents; " +
+                            index.dir + " is a Wan2.2 pipeline");
+  }
+  QS_ASSIGN_OR_RETURN(std::unique_ptr<WanPipeline> p, WanPipeline::load(index.dir));
+  return std::unique_ptr<DiffusionPipeline>(std::move(p));
 }
 
 }  // namespace qs::diffusion

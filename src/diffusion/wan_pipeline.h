@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "diffusion/autoencoder_kl_wan.h"
+#include "diffusion/pipeline.h"
 #include "diffusion/unipc_scheduler.h"
 #include "diffusion/wan_text.h"
 #include "diffusion/wan_transformer.h"
@@ -57,9 +58,27 @@ struct WanVideo {
   std::vector<double> step_seconds;
 };
 
-class WanPipeline {
+class WanPipeline : public DiffusionPipeline {
  public:
   static Result<std::unique_ptr<WanPipeline>> load(const std::string& dir);
+
+  // DiffusionPipeline: a request's fields as WanRequest's (latents as noise; 832x480, 81
+  // frames, 50 steps, guidance 5 and 512 tokens by default, as diffusers' WanPipeline);
+  // true_cfg_scale is refused (guidance_scale is Wan's CFG scale).
+  const PipelineFamilySpec& family() const override;
+  const std::string& class_name() const override { return class_name_; }
+  DiffusionRequest resolve(DiffusionRequest req) const override;
+  Status validate(const DiffusionRequest& req) const override;
+  size_t request_peak_bytes(const DiffusionRequest& req, int threads) const override;
+  bool requires_image() const override { return image_to_video_; }
+  bool takes_image() const override { return image_to_video_ || expand_timesteps_; }
+  Result<std::vector<float>> denoise(const DiffusionRequest& req, ThreadPool& pool,
+                                     DiffusionOutput* times = nullptr) const override;
+  Result<DiffusionOutput> decode(std::vector<float> latents, const DiffusionRequest& req,
+                                 ThreadPool& pool) const override;
+  std::vector<std::string> latents_dims() const override { return {"z", "frames", "h", "w"}; }
+  std::vector<int64_t> latents_shape(const DiffusionRequest& req) const override;
+  using DiffusionPipeline::generate;
 
   // Every check generate() makes before it runs anything (sizes, frames, steps, guidance,
   // image), so that a server can answer a bad request before queueing it.
@@ -76,7 +95,7 @@ class WanPipeline {
   // the frames as f32 and 8-bit. What a server checks against its memory budget up front.
   size_t request_peak_bytes(const WanRequest& req, int threads) const;
   // Resident bytes of the loaded components (text encoder, transformer(s), VAE).
-  size_t resident_bytes() const;
+  size_t resident_bytes() const override;
 
   Result<WanVideo> generate(const WanRequest& req, ThreadPool& pool) const;
   // The denoising loop alone: the final latents (output_type="latent", with TI2V's image frame
@@ -93,15 +112,18 @@ class WanPipeline {
   const WanTransformer* transformer() const { return transformer_.get(); }
   const WanTransformer* transformer_2() const { return transformer_2_.get(); }
   const AutoencoderKLWan& vae() const { return vae_; }
-  int64_t spatial_multiple() const;  // height and width must be multiples of this
+  int64_t spatial_multiple() const override;  // height and width must be multiples of this
+  int64_t frame_multiple() const override { return vae_.temporal_scale(); }
   // The frame rate the model was trained for: Wan2.2's A14B models make 16 fps video, TI2V-5B
   // (the expand_timesteps pipeline) 24 fps; what an MP4 of it is written at by default.
-  int default_fps() const { return expand_timesteps_ ? 24 : 16; }
+  int default_fps() const override { return expand_timesteps_ ? 24 : 16; }
 
  private:
   // The image condition: A14B's [4 + z_dim, T, h, w] (mask, then encoded latents), TI2V's
   // [z_dim, 1, h, w] (the first latent frame).
   Result<std::vector<float>> image_condition(const WanRequest& req, ThreadPool& pool) const;
+  // A resolved DiffusionRequest as WanRequest (the callbacks, noise and image carried over).
+  WanRequest wan_request(const DiffusionRequest& req) const;
 
   std::string class_name_;
   bool image_to_video_ = false;
@@ -113,5 +135,9 @@ class WanPipeline {
   UniPCConfig scheduler_;
   size_t resident_bytes_ = 0;
 };
+
+// The registry's loader of WanPipeline and WanImageToVideoPipeline directories.
+Result<std::unique_ptr<DiffusionPipeline>> load_wan_pipeline(const PipelineIndex& index,
+                                                             const PipelineLoadOptions& options);
 
 }  // namespace qs::diffusion

@@ -9,6 +9,7 @@
 
 #include "core/json.h"
 #include "diffusion/pipeline_index.h"
+#include "diffusion/pipeline_registry.h"
 #include "io/checkpoint.h"
 #include "quant/pipeline.h"
 #include "quant/staged_output.h"
@@ -21,18 +22,22 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The block lists of each diffusion transformer class, as auto-round's export names them:
-// FluxTransformer2DModel's two kinds of blocks, WanTransformer3DModel's one.
+// The block lists of the transformer's class, as the pipeline registry gives them (auto-round's
+// export names: FluxTransformer2DModel's two kinds of blocks, WanTransformer3DModel's one).
 Result<std::vector<std::string>> transformer_blocks(const json& config, const fs::path& dir) {
   const std::string cls =
       config.is_object() && config.contains("_class_name") && config["_class_name"].is_string()
           ? config["_class_name"].get<std::string>()
           : std::string();
-  if (cls == "FluxTransformer2DModel")
-    return std::vector<std::string>{"transformer_blocks", "single_transformer_blocks"};
-  if (cls == "WanTransformer3DModel") return std::vector<std::string>{"blocks"};
-  return unimplemented(dir.string() + "/config.json: _class_name \"" + cls +
-                       "\" (quantize knows FluxTransformer2DModel and WanTransformer3DModel)");
+  if (const std::vector<std::string>* blocks = diffusion::transformer_block_lists(cls)) {
+    return *blocks;
+  }
+  std::string known;
+  for (const diffusion::PipelineFamilySpec& f : diffusion::pipeline_families()) {
+    for (const auto& t : f.transformer_blocks) known += (known.empty() ? "" : " and ") + t.first;
+  }
+  return unimplemented(dir.string() + "/config.json: _class_name \"" + cls + "\" (quantize knows " +
+                       known + ")");
 }
 
 // A component copied into the staged output: files hard-linked when source and target share a

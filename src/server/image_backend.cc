@@ -3,18 +3,32 @@
 
 #include <utility>
 
+#include "core/check.h"
 #include "core/log.h"
 
 namespace qs::server {
+namespace {
 
-ImageBackend::ImageBackend(std::unique_ptr<diffusion::FluxPipeline> pipeline, ThreadPool& pool)
-    : pipeline_(std::move(pipeline)), pool_(pool), thread_([this] { run(); }) {}
+// The server picks this backend by the family's output (cmd_serve); a video pipeline here is
+// our bug, not the user's.
+std::unique_ptr<diffusion::DiffusionPipeline> image_pipeline(
+    std::unique_ptr<diffusion::DiffusionPipeline> pipeline) {
+  QS_CHECK(pipeline != nullptr);
+  QS_CHECK_MSG(pipeline->output() == diffusion::PipelineOutput::kImage,
+               "ImageBackend serves image pipelines");
+  return pipeline;
+}
+
+}  // namespace
+
+ImageBackend::ImageBackend(std::unique_ptr<diffusion::DiffusionPipeline> pipeline, ThreadPool& pool)
+    : pipeline_(image_pipeline(std::move(pipeline))), pool_(pool), thread_([this] { run(); }) {}
 
 ImageBackend::~ImageBackend() {
   shutdown();
 }
 
-Status ImageBackend::validate(const diffusion::FluxRequest& request) const {
+Status ImageBackend::validate(const diffusion::DiffusionRequest& request) const {
   return pipeline_->validate(request);
 }
 
@@ -61,12 +75,14 @@ void ImageBackend::run() {
     // Logged so that operators (and the SIGTERM test) can tell a job that is running from one
     // still queued: only a running one ends "cancelled after step N".
     QS_LOG_INFO("image job started: %zu image(s), %lld steps", job.images.size(),
-                job.images.empty() ? 0LL : static_cast<long long>(job.images[0].steps));
-    std::vector<diffusion::FluxImage> images;
+                job.images.empty()
+                    ? 0LL
+                    : static_cast<long long>(job.images[0].num_inference_steps.value_or(0)));
+    std::vector<diffusion::DiffusionOutput> images;
     Status failed;
-    for (diffusion::FluxRequest& req : job.images) {
+    for (diffusion::DiffusionRequest& req : job.images) {
       req.cancelled = [this, flag] { return flag->load() || stopping_.load(); };
-      Result<diffusion::FluxImage> image = pipeline_->generate(req, pool_);
+      Result<diffusion::DiffusionOutput> image = pipeline_->generate(std::move(req), pool_);
       if (!image.ok()) {
         failed = image.status();
         break;

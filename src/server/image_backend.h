@@ -1,7 +1,8 @@
-// server: the image engine of a pipeline server. One engine thread owns the FluxPipeline's
+// server: the image engine of a pipeline server. One engine thread owns the image pipeline's
 // ThreadPool and runs the queued jobs first come, first served, one image at a time; HTTP
 // threads only validate, submit and cancel. A job's cancel flag (its client went away, or the
-// server is stopping) is looked at before the job starts and after every denoising step.
+// server is stopping) is looked at before the job starts and after every denoising step. The
+// pipeline is any family's whose output is images (diffusion::DiffusionPipeline).
 #pragma once
 
 #include <atomic>
@@ -15,31 +16,34 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "diffusion/flux_pipeline.h"
+#include "diffusion/pipeline.h"
 
 namespace qs::server {
 
 // One request's images, generated in order (n > 1: seeds seed, seed + 1, ...).
 struct ImageJob {
-  std::vector<diffusion::FluxRequest> images;
-  std::shared_ptr<std::atomic<bool>> cancelled;  // set by the HTTP side; never null
+  std::vector<diffusion::DiffusionRequest> images;  // resolved by the pipeline
+  std::shared_ptr<std::atomic<bool>> cancelled;     // set by the HTTP side; never null
 };
 
-// Called once per job on the engine thread: every image, or the first error (a cancelled job
-// gets the pipeline's "cancelled after step ..." error, or "cancelled before it started").
-using ImageCallback = std::function<void(Result<std::vector<diffusion::FluxImage>>)>;
+// Called once per job on the engine thread: every image (one frame each), or the first error
+// (a cancelled job gets the pipeline's "cancelled after step ..." error, or "cancelled before
+// it started").
+using ImageCallback = std::function<void(Result<std::vector<diffusion::DiffusionOutput>>)>;
 
 class ImageBackend {
  public:
-  // Starts the engine thread; from here on `pool` belongs to it.
-  ImageBackend(std::unique_ptr<diffusion::FluxPipeline> pipeline, ThreadPool& pool);
+  // Starts the engine thread; from here on `pool` belongs to it. `pipeline` makes images.
+  ImageBackend(std::unique_ptr<diffusion::DiffusionPipeline> pipeline, ThreadPool& pool);
   ~ImageBackend();
   ImageBackend(const ImageBackend&) = delete;
   ImageBackend& operator=(const ImageBackend&) = delete;
 
-  // The pipeline's checks, without running it (safe on any thread: configuration only).
-  Status validate(const diffusion::FluxRequest& request) const;
-  int64_t default_size() const { return pipeline_->default_size(); }
+  // Configuration only (resolve, validate, class_name): safe on any thread while the engine
+  // thread runs.
+  const diffusion::DiffusionPipeline& pipeline() const { return *pipeline_; }
+  // The pipeline's checks of a resolved request, without running it.
+  Status validate(const diffusion::DiffusionRequest& request) const;
 
   // Queues a job behind the others; an error (the backend is shut down) means no callback.
   Status submit(ImageJob job, ImageCallback on_done);
@@ -52,7 +56,7 @@ class ImageBackend {
  private:
   void run();
 
-  std::unique_ptr<diffusion::FluxPipeline> pipeline_;
+  std::unique_ptr<diffusion::DiffusionPipeline> pipeline_;
   ThreadPool& pool_;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;  // guards queue_

@@ -22,24 +22,27 @@ struct ImageSession {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
-  std::optional<Result<std::vector<diffusion::FluxImage>>> result;
+  std::optional<Result<std::vector<diffusion::DiffusionOutput>>> result;
 };
 
 }  // namespace
 
-std::vector<diffusion::FluxRequest> flux_requests(const ImagesRequest& r, int64_t default_size,
-                                                  uint64_t random_seed) {
-  diffusion::FluxRequest base;
+std::vector<diffusion::DiffusionRequest> image_requests(
+    const ImagesRequest& r, const diffusion::DiffusionPipeline& pipeline, uint64_t random_seed) {
+  // What the request gave (a step count or sequence length of 0 it sent is the pipeline's to
+  // refuse, not "unset"), the pipeline's defaults for the rest.
+  diffusion::DiffusionRequest base;
   base.prompt = r.prompt;
   base.negative_prompt = r.negative_prompt;
-  base.width = r.width.value_or(default_size);
-  base.height = r.height.value_or(default_size);
-  if (r.num_inference_steps) base.steps = *r.num_inference_steps;
-  if (r.guidance_scale) base.guidance_scale = *r.guidance_scale;
-  if (r.true_cfg_scale) base.true_cfg_scale = *r.true_cfg_scale;
-  if (r.max_sequence_length) base.max_sequence_length = *r.max_sequence_length;
+  base.width = r.width;
+  base.height = r.height;
+  base.num_inference_steps = r.num_inference_steps;
+  base.guidance_scale = r.guidance_scale;
+  base.true_cfg_scale = r.true_cfg_scale;
+  base.max_sequence_length = r.max_sequence_length;
+  base = pipeline.resolve(std::move(base));
   const uint64_t seed = r.seed.value_or(random_seed);
-  std::vector<diffusion::FluxRequest> out;
+  std::vector<diffusion::DiffusionRequest> out;
   for (int i = 0; i < r.n; ++i) {
     out.push_back(base);
     out.back().seed = seed + static_cast<uint64_t>(i);
@@ -68,23 +71,25 @@ void ImagesHandler::handle(const httplib::Request& req, httplib::Response& res,
                 request_id.c_str(), r.model->c_str(), model_.served_model_name.c_str());
   }
   ImageJob job;
-  job.images = flux_requests(r, backend_.default_size(), std::random_device{}());
+  job.images = image_requests(r, backend_.pipeline(), std::random_device{}());
   job.cancelled = std::make_shared<std::atomic<bool>>(false);
   if (Status s = backend_.validate(job.images[0]); !s.ok()) {
     QS_LOG_INFO("request %s rejected: %s", request_id.c_str(), s.message().c_str());
     return send_error(res, bad_request(s.message()));
   }
-  const diffusion::FluxRequest& first = job.images[0];
+  const diffusion::DiffusionRequest& first = job.images[0];
   QS_LOG_INFO("request %s: %d image(s) %lldx%lld, %lld steps, seed %llu", request_id.c_str(), r.n,
-              static_cast<long long>(first.width), static_cast<long long>(first.height),
-              static_cast<long long>(first.steps), static_cast<unsigned long long>(first.seed));
+              static_cast<long long>(first.width.value_or(0)),
+              static_cast<long long>(first.height.value_or(0)),
+              static_cast<long long>(first.num_inference_steps.value_or(0)),
+              static_cast<unsigned long long>(first.seed));
 
   auto session = std::make_shared<ImageSession>();
   const std::vector<std::string> ids = {"img-" + random_request_id()};
   const std::shared_ptr<std::atomic<bool>> cancelled = job.cancelled;
   inflight_.add(ids);
-  Status submitted =
-      backend_.submit(std::move(job), [session](Result<std::vector<diffusion::FluxImage>> out) {
+  Status submitted = backend_.submit(
+      std::move(job), [session](Result<std::vector<diffusion::DiffusionOutput>> out) {
         std::lock_guard<std::mutex> lock(session->mu);
         session->result = std::move(out);
         session->done = true;
@@ -110,14 +115,14 @@ void ImagesHandler::handle(const httplib::Request& req, httplib::Response& res,
     }
   }
   inflight_.remove(ids);
-  Result<std::vector<diffusion::FluxImage>>& result = *session->result;
+  Result<std::vector<diffusion::DiffusionOutput>>& result = *session->result;
   if (!result.ok()) {
     if (!backend_.healthy())
       return send_error(res, service_unavailable("The server is shutting down."));
     return send_error(res, error_from_status(result.status()));
   }
   std::vector<std::string> pngs;
-  for (const diffusion::FluxImage& image : *result) {
+  for (const diffusion::DiffusionOutput& image : *result) {
     Result<std::string> png =
         diffusion::encode_png(image.width, image.height, diffusion::to_rgb8(image.rgb));
     if (!png.ok()) return send_error(res, error_from_status(png.status()));

@@ -27,9 +27,9 @@ class ImagesHandler {
   InflightRequests& inflight_;
 };
 
-// The pipeline requests of one images request: the pipeline's defaults for what it left
-// out, and seeds seed, seed + 1, ... (one random seed when it gave none).
-std::vector<diffusion::FluxRequest> flux_requests(const ImagesRequest& r, int64_t default_size,
-                                                  uint64_t random_seed);
+// The pipeline requests of one images request, resolved by `pipeline` (its defaults for what
+// the request left out), with seeds seed, seed + 1, ... (one random seed when it gave none).
+std::vector<diffusion::DiffusionRequest> image_requests(
+    const ImagesRequest& r, const diffusion::DiffusionPipeline& pipeline, uint64_t random_seed);
 
 }  // namespace qs::server

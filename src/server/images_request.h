@@ -3,7 +3,7 @@
 // mistakes (missing or mistyped fields, n outside 1-10, an unknown response_format, a body
 // that is not a JSON object) are 422s as FastAPI's validation gives them; a malformed size
 // and the formats vLLM-Omni does not produce (url) are 400s. Checks that depend on the
-// pipeline (size multiples, steps, sequence length) are the pipeline's (FluxPipeline::validate).
+// pipeline (size multiples, steps, sequence length) are the pipeline's (its validate()).
 #pragma once
 
 #include <cstdint>

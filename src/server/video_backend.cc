@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/check.h"
 #include "core/log.h"
 #include "diffusion/png_image.h"
 #include "vision/video_writer.h"
@@ -47,6 +48,16 @@ std::optional<int64_t> peak_rss_bytes() {
   return out;
 }
 
+// The server picks this backend by the family's output (cmd_serve); an image pipeline here is
+// our bug, not the user's.
+std::unique_ptr<diffusion::DiffusionPipeline> video_pipeline(
+    std::unique_ptr<diffusion::DiffusionPipeline> pipeline) {
+  QS_CHECK(pipeline != nullptr);
+  QS_CHECK_MSG(pipeline->output() == diffusion::PipelineOutput::kVideo,
+               "VideoBackend serves video pipelines");
+  return pipeline;
+}
+
 }  // namespace
 
 int VideoProgress::percent() const {
@@ -75,9 +86,9 @@ void VideoJobState::set_progress(VideoStage stage, int64_t step, int64_t steps) 
   progress_ = VideoProgress{stage, step, steps};
 }
 
-VideoBackend::VideoBackend(std::unique_ptr<diffusion::WanPipeline> pipeline, ThreadPool& pool,
+VideoBackend::VideoBackend(std::unique_ptr<diffusion::DiffusionPipeline> pipeline, ThreadPool& pool,
                            int64_t memory_budget_bytes)
-    : pipeline_(std::move(pipeline)),
+    : pipeline_(video_pipeline(std::move(pipeline))),
       pool_(pool),
       memory_budget_bytes_(memory_budget_bytes),
       thread_([this] { run(); }) {}
@@ -86,7 +97,7 @@ VideoBackend::~VideoBackend() {
   shutdown();
 }
 
-Status VideoBackend::validate(const diffusion::WanRequest& request) const {
+Status VideoBackend::validate(const diffusion::DiffusionRequest& request) const {
   QS_RETURN_IF_ERROR(pipeline_->validate(request));
   const size_t peak = pipeline_->request_peak_bytes(request, pool_.n_threads());
   if (peak > static_cast<size_t>(memory_budget_bytes_)) {
@@ -95,9 +106,10 @@ Status VideoBackend::validate(const diffusion::WanRequest& request) const {
                   "This video (%lldx%lld, %lld frames) needs %.2f GiB beyond the loaded weights, "
                   "more than the server's video memory budget of %.2f GiB "
                   "(--video-memory-budget): ask for fewer frames or a smaller size.",
-                  static_cast<long long>(request.width), static_cast<long long>(request.height),
-                  static_cast<long long>(request.num_frames), gib(static_cast<int64_t>(peak)),
-                  gib(memory_budget_bytes_));
+                  static_cast<long long>(request.width.value_or(0)),
+                  static_cast<long long>(request.height.value_or(0)),
+                  static_cast<long long>(request.num_frames.value_or(0)),
+                  gib(static_cast<int64_t>(peak)), gib(memory_budget_bytes_));
     return invalid_argument(message);
   }
   return ok_status();
@@ -158,18 +170,20 @@ Result<VideoOutput> VideoBackend::run_job(VideoJob job) {
   const std::shared_ptr<VideoJobState> state = job.state;
   auto cancelled = [this, state] { return state->cancelled() || stopping_.load(); };
   if (cancelled()) return Status(StatusCode::kInternal, "cancelled before it started");
-  diffusion::WanRequest& req = job.request;
+  // Resolved already by the handler; again here, since denoise() and decode() take a resolved
+  // request and resolving is idempotent.
+  diffusion::DiffusionRequest req = pipeline_->resolve(std::move(job.request));
+  const int64_t steps = req.num_inference_steps.value_or(0);
   // Logged so that operators (and the tests) can tell a job that runs from one still queued.
-  QS_LOG_INFO("video job started: %lldx%lld, %lld frames at %d fps, %lld steps",
-              static_cast<long long>(req.width), static_cast<long long>(req.height),
-              static_cast<long long>(req.num_frames), job.fps, static_cast<long long>(req.steps));
+  QS_LOG_INFO(
+      "video job started: %lldx%lld, %lld frames at %d fps, %lld steps",
+      static_cast<long long>(req.width.value_or(0)), static_cast<long long>(req.height.value_or(0)),
+      static_cast<long long>(req.num_frames.value_or(0)), job.fps, static_cast<long long>(steps));
   const bool measure_peak = reset_peak_rss();
   const Clock::time_point t0 = Clock::now();
-  Clock::time_point denoised = t0;
-  state->set_progress(VideoStage::kDenoising, 0, req.steps);
-  req.on_step = [state, &denoised](int64_t i, int64_t n, const std::vector<float>&) {
+  state->set_progress(VideoStage::kDenoising, 0, steps);
+  req.on_step = [state](int64_t i, int64_t n, const std::vector<float>&) {
     const bool last = i + 1 >= n;
-    if (last) denoised = Clock::now();
     state->set_progress(last ? VideoStage::kDecoding : VideoStage::kDenoising, i + 1, n);
   };
   req.cancelled = cancelled;
@@ -177,18 +191,22 @@ Result<VideoOutput> VideoBackend::run_job(VideoJob job) {
   VideoOutput out;
   out.fps = job.fps;
   std::vector<uint8_t> rgb8;
+  double denoise_seconds = 0;
   {
-    // The float frames and final latents are dropped here, before the encoder's buffers exist.
-    QS_ASSIGN_OR_RETURN(diffusion::WanVideo video, pipeline_->generate(req, pool_));
+    // The latents, float frames and final latents are dropped here, before the encoder's
+    // buffers exist.
+    QS_ASSIGN_OR_RETURN(std::vector<float> latents, pipeline_->denoise(req, pool_));
+    denoise_seconds = seconds_since(t0);
+    QS_ASSIGN_OR_RETURN(diffusion::DiffusionOutput video,
+                        pipeline_->decode(std::move(latents), req, pool_));
     out.width = video.width;
     out.height = video.height;
     out.frames = video.frames;
     rgb8 = diffusion::to_rgb8(video.rgb);
   }
   const double decode_end = seconds_since(t0);
-  const double denoise_seconds = std::chrono::duration<double>(denoised - t0).count();
   if (cancelled()) return Status(StatusCode::kInternal, "cancelled before encoding");
-  state->set_progress(VideoStage::kEncoding, req.steps, req.steps);
+  state->set_progress(VideoStage::kEncoding, steps, steps);
   vision::VideoWriteOptions options;
   options.fps = job.fps;
   options.threads = pool_.n_threads();

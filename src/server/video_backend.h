@@ -1,12 +1,13 @@
-// server: the video engine of a Wan pipeline server. One engine thread owns the WanPipeline's
+// server: the video engine of a pipeline server. One engine thread owns the video pipeline's
 // ThreadPool and runs the queued jobs first come, first served, one video at a time: the
-// denoising steps, the VAE decode and the MP4 encode, so that the MP4's bytes are all a
-// finished job leaves behind. HTTP threads only validate, submit, read a job's progress and
-// cancel. A job's cancel flag (its client went away, it was deleted, or the server is stopping)
-// is looked at before the job starts, after every denoising step and before the encode.
+// denoising steps, the decode and the MP4 encode, so that the MP4's bytes are all a finished
+// job leaves behind. HTTP threads only validate, submit, read a job's progress and cancel. A
+// job's cancel flag (its client went away, it was deleted, or the server is stopping) is looked
+// at before the job starts, after every denoising step and before the encode. The pipeline is
+// any family's whose output is videos (diffusion::DiffusionPipeline).
 //
-// Memory: a request whose WanPipeline::request_peak_bytes is over the budget is refused before
-// it is queued. Jobs run one at a time, so the running job's reservation is the only one held;
+// Memory: a request whose request_peak_bytes is over the budget is refused before it is
+// queued. Jobs run one at a time, so the running job's reservation is the only one held;
 // a queued job holds only its request (the prompt and, for image to video, one frame).
 #pragma once
 
@@ -25,7 +26,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "diffusion/wan_pipeline.h"
+#include "diffusion/pipeline.h"
 
 namespace qs::server {
 
@@ -56,7 +57,7 @@ class VideoJobState {
 };
 
 struct VideoJob {
-  diffusion::WanRequest request;  // validated; on_step and cancelled are the backend's
+  diffusion::DiffusionRequest request;  // resolved, validated; on_step, cancelled: the backend's
   int fps = 16;
   std::shared_ptr<VideoJobState> state;  // never null
 };
@@ -86,20 +87,21 @@ class VideoBackend {
 
   // Starts the engine thread; from here on `pool` belongs to it. `memory_budget_bytes` bounds
   // request_peak_bytes of every request.
-  VideoBackend(std::unique_ptr<diffusion::WanPipeline> pipeline, ThreadPool& pool,
+  VideoBackend(std::unique_ptr<diffusion::DiffusionPipeline> pipeline, ThreadPool& pool,
                int64_t memory_budget_bytes);
   ~VideoBackend();
   VideoBackend(const VideoBackend&) = delete;
   VideoBackend& operator=(const VideoBackend&) = delete;
 
   // Configuration only: safe on any thread while the engine thread runs.
-  const diffusion::WanPipeline& pipeline() const { return *pipeline_; }
-  // Wan2.2's own frame rates: 24 fps for TI2V-5B (expand_timesteps), 16 for the A14B models.
+  const diffusion::DiffusionPipeline& pipeline() const { return *pipeline_; }
+  // The model's own frame rate (Wan2.2: 24 fps for TI2V-5B, 16 for the A14B models).
   int default_fps() const { return pipeline_->default_fps(); }
   int64_t memory_budget_bytes() const { return memory_budget_bytes_; }
 
-  // The pipeline's checks, then the memory budget (a 400's message giving both sizes in GiB).
-  Status validate(const diffusion::WanRequest& request) const;
+  // The pipeline's checks of a resolved request, then the memory budget (a 400's message giving
+  // both sizes in GiB).
+  Status validate(const diffusion::DiffusionRequest& request) const;
 
   // Queues a job behind the others; an error (shut down: kInternal; queue full: kUnavailable)
   // means no callback.
@@ -114,7 +116,7 @@ class VideoBackend {
   void run();
   Result<VideoOutput> run_job(VideoJob job);
 
-  std::unique_ptr<diffusion::WanPipeline> pipeline_;
+  std::unique_ptr<diffusion::DiffusionPipeline> pipeline_;
   ThreadPool& pool_;
   const int64_t memory_budget_bytes_;
   std::atomic<bool> stopping_{false};

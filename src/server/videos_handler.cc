@@ -55,7 +55,7 @@ void send_mp4(httplib::Response& res, std::shared_ptr<const std::string> mp4,
 ResolvedVideo resolve_video(const VideosRequest& r, const VideoDefaults& d,
                             const vision::RgbImage* image, uint64_t random_seed) {
   ResolvedVideo v;
-  diffusion::WanRequest& w = v.request;
+  diffusion::DiffusionRequest& w = v.request;
   w.prompt = r.prompt;
   w.negative_prompt = r.negative_prompt;
   std::optional<int64_t> width = r.width, height = r.height;
@@ -81,17 +81,29 @@ ResolvedVideo resolve_video(const VideosRequest& r, const VideoDefaults& d,
   const int64_t t = d.temporal_scale;
   if (t > 1 && frames % t != 1) frames = frames / t * t + 1;
   w.num_frames = frames;
-  if (r.num_inference_steps) w.steps = *r.num_inference_steps;
-  if (r.guidance_scale) w.guidance_scale = *r.guidance_scale;
+  w.num_inference_steps = r.num_inference_steps;  // a client's 0 stays 0: validate refuses it
+  w.guidance_scale = r.guidance_scale;
   w.guidance_scale_2 = r.guidance_scale_2;
   w.boundary_ratio = r.boundary_ratio;
   w.flow_shift = r.flow_shift;
-  if (r.max_sequence_length) w.max_sequence_length = *r.max_sequence_length;
+  w.max_sequence_length = r.max_sequence_length;
   w.seed = r.seed.value_or(random_seed);
-  v.size = std::to_string(w.width) + "x" + std::to_string(w.height);
+  v.size = std::to_string(*w.width) + "x" + std::to_string(*w.height);
   v.seconds = r.seconds ? std::to_string(*r.seconds)
                         : std::to_string(std::max<int64_t>(1, (frames + v.fps - 1) / v.fps));
   return v;
+}
+
+VideoDefaults video_defaults(const diffusion::DiffusionPipeline& pipeline) {
+  const diffusion::DiffusionRequest resolved = pipeline.resolve({});
+  VideoDefaults d;
+  d.width = resolved.width.value_or(0);
+  d.height = resolved.height.value_or(0);
+  d.num_frames = resolved.num_frames.value_or(0);
+  d.fps = pipeline.default_fps();
+  d.spatial_multiple = pipeline.spatial_multiple();
+  d.temporal_scale = pipeline.frame_multiple();
+  return d;
 }
 
 Json video_response_json(const VideoRecord& r) {
@@ -202,7 +214,11 @@ std::vector<VideoRecord> VideoStore::list() const {
 
 VideosHandler::VideosHandler(const ModelInfo& model, VideoBackend& backend,
                              InflightRequests& inflight, VideoStoreLimits limits)
-    : model_(model), backend_(backend), inflight_(inflight), store_(limits) {}
+    : model_(model),
+      backend_(backend),
+      inflight_(inflight),
+      defaults_(video_defaults(backend.pipeline())),
+      store_(limits) {}
 
 std::optional<ApiError> VideosHandler::prepare(const httplib::Request& req,
                                                const std::string& request_id, VideosRequest* r,
@@ -217,19 +233,17 @@ std::optional<ApiError> VideosHandler::prepare(const httplib::Request& req,
     QS_LOG_WARN("request %s: model mismatch: request specifies '%s' but server is running '%s'",
                 request_id.c_str(), r->model->c_str(), model_.served_model_name.c_str());
   }
-  const diffusion::WanPipeline& pipeline = backend_.pipeline();
-  const bool takes_image = pipeline.image_to_video() || pipeline.expand_timesteps();
-  if (pipeline.image_to_video() && !r->image) {
-    return bad_request(
-        "This model (WanImageToVideoPipeline) makes a video from an image: upload its first "
-        "frame as input_reference (multipart/form-data), or send image_reference.",
-        "input_reference");
+  const diffusion::DiffusionPipeline& pipeline = backend_.pipeline();
+  if (pipeline.requires_image() && !r->image) {
+    return bad_request("This model (" + pipeline.class_name() +
+                           ") makes a video from an image: upload its first frame as "
+                           "input_reference (multipart/form-data), or send image_reference.",
+                       "input_reference");
   }
-  if (r->image && !takes_image) {
-    return bad_request(
-        "This model (WanPipeline) is text to video: it takes no input_reference or "
-        "image_reference.",
-        r->image_name == "image_reference" ? "image_reference" : "input_reference");
+  if (r->image && !pipeline.takes_image()) {
+    return bad_request("This model (" + pipeline.class_name() +
+                           ") is text to video: it takes no input_reference or image_reference.",
+                       r->image_name == "image_reference" ? "image_reference" : "input_reference");
   }
   const std::string image_param =
       r->image_name == "image_reference" ? "image_reference" : "input_reference";
@@ -243,41 +257,39 @@ std::optional<ApiError> VideosHandler::prepare(const httplib::Request& req,
     image = std::move(*decoded);
     r->image.reset();  // the encoded bytes are no longer needed
   }
-  VideoDefaults defaults;
-  defaults.fps = backend_.default_fps();
-  defaults.spatial_multiple = pipeline.spatial_multiple();
-  defaults.temporal_scale = pipeline.vae().temporal_scale();
-  *v = resolve_video(*r, defaults, image ? &*image : nullptr, std::random_device{}());
-  diffusion::WanRequest& w = v->request;
-  if (w.num_frames != v->asked_frames) {
+  *v = resolve_video(*r, defaults_, image ? &*image : nullptr, std::random_device{}());
+  v->request = pipeline.resolve(std::move(v->request));
+  diffusion::DiffusionRequest& w = v->request;
+  if (*w.num_frames != v->asked_frames) {
     QS_LOG_WARN("request %s: %lld frames asked; %lld made (the VAE needs %lld k + 1 frames)",
                 request_id.c_str(), static_cast<long long>(v->asked_frames),
-                static_cast<long long>(w.num_frames),
-                static_cast<long long>(defaults.temporal_scale));
+                static_cast<long long>(*w.num_frames),
+                static_cast<long long>(defaults_.temporal_scale));
   }
   if (image) {
     // The frame is resized to the video's size before the pipeline's checks can see it: a size
     // whose frame alone ([3, H, W] f32) is over the budget is refused before it is allocated.
-    const double frame_bytes = 12.0 * static_cast<double>(w.width) * static_cast<double>(w.height);
+    const double frame_bytes =
+        12.0 * static_cast<double>(*w.width) * static_cast<double>(*w.height);
     if (frame_bytes > static_cast<double>(backend_.memory_budget_bytes())) {
       char message[256];
       std::snprintf(message, sizeof(message),
                     "A %lldx%lld first frame alone needs %.2f GiB, more than the server's video "
                     "memory budget of %.2f GiB (--video-memory-budget).",
-                    static_cast<long long>(w.width), static_cast<long long>(w.height),
+                    static_cast<long long>(*w.width), static_cast<long long>(*w.height),
                     frame_bytes / (1 << 30),
                     static_cast<double>(backend_.memory_budget_bytes()) / (1 << 30));
       return bad_request(message);
     }
-    Result<std::vector<float>> frame = vision::vae_image_input(*image, w.width, w.height);
+    Result<std::vector<float>> frame = vision::vae_image_input(*image, *w.width, *w.height);
     if (!frame.ok()) return bad_request(frame.status().message(), image_param);
     w.image = std::move(*frame);
   }
   if (Status s = backend_.validate(w); !s.ok()) {
     ApiError e = error_from_status(s);
-    if (w.num_frames != v->asked_frames) {
+    if (*w.num_frames != v->asked_frames) {
       e.message += " (" + std::to_string(v->asked_frames) + " frames asked, made " +
-                   std::to_string(w.num_frames) + ")";
+                   std::to_string(*w.num_frames) + ")";
     }
     return e;
   }
@@ -293,8 +305,9 @@ void VideosHandler::create_sync(const httplib::Request& req, httplib::Response& 
     return send_error(res, *e);
   }
   QS_LOG_INFO("request %s: video %s, %lld frames at %d fps, %lld steps, seed %llu",
-              request_id.c_str(), v.size.c_str(), static_cast<long long>(v.request.num_frames),
-              v.fps, static_cast<long long>(v.request.steps),
+              request_id.c_str(), v.size.c_str(),
+              static_cast<long long>(v.request.num_frames.value_or(0)), v.fps,
+              static_cast<long long>(v.request.num_inference_steps.value_or(0)),
               static_cast<unsigned long long>(v.request.seed));
   VideoJob job;
   job.request = std::move(v.request);
@@ -359,8 +372,8 @@ void VideosHandler::create(const httplib::Request& req, httplib::Response& res,
   record.state = std::make_shared<VideoJobState>();
   QS_LOG_INFO("request %s: %s queued, video %s, %lld frames at %d fps, %lld steps, seed %llu",
               request_id.c_str(), record.id.c_str(), v.size.c_str(),
-              static_cast<long long>(v.request.num_frames), v.fps,
-              static_cast<long long>(v.request.steps),
+              static_cast<long long>(v.request.num_frames.value_or(0)), v.fps,
+              static_cast<long long>(v.request.num_inference_steps.value_or(0)),
               static_cast<unsigned long long>(v.request.seed));
   VideoJob job;
   job.request = std::move(v.request);

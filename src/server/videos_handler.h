@@ -1,4 +1,4 @@
-// server: vLLM-Omni's videos API on a Wan pipeline server. POST /v1/videos/sync and POST
+// server: vLLM-Omni's videos API on a video pipeline server. POST /v1/videos/sync and POST
 // /v1/videos parse the form (videos_request.h), decode the first frame of an image-to-video
 // request, resolve the video's size and frames as vLLM-Omni does and have the backend check
 // them and the memory budget, all before anything is queued (a mistake is a 400 at once).
@@ -33,18 +33,24 @@ struct VideoStoreLimits {
   int64_t max_bytes = 1ll << 30;  // bytes of their MP4s
 };
 
-// The size and frame rules a request is resolved with (the pipeline's).
+// The size and frame rules a request is resolved with (the pipeline's; these values are
+// Wan2.2's 480p).
 struct VideoDefaults {
-  int64_t width = 832, height = 480;  // WanRequest's, Wan2.2's 480p
+  int64_t width = 832, height = 480;
   int64_t num_frames = 81;
   int fps = 16;
   int64_t spatial_multiple = 16;  // an image's aspect-derived size is rounded down to this
   int64_t temporal_scale = 4;     // frames are temporal_scale * k + 1
 };
 
-// A request resolved into the pipeline's terms, without the first frame.
+// A video pipeline's: its resolve() of an empty request, default_fps(), spatial_multiple() and
+// frame_multiple().
+VideoDefaults video_defaults(const diffusion::DiffusionPipeline& pipeline);
+
+// A request resolved into the pipeline's terms, without the first frame. The fields the
+// request left out other than size and frames stay unset, for the pipeline's resolve().
 struct ResolvedVideo {
-  diffusion::WanRequest request;
+  diffusion::DiffusionRequest request;
   int fps = 16;
   int64_t asked_frames = 0;  // before rounding to temporal_scale * k + 1
   std::string size;          // "WxH"
@@ -125,6 +131,7 @@ class VideosHandler {
   const ModelInfo& model_;
   VideoBackend& backend_;
   InflightRequests& inflight_;
+  const VideoDefaults defaults_;  // the backend's pipeline's
   VideoStore store_;
 };
 

@@ -192,7 +192,7 @@ TEST_F(WanCompareCli, MismatchedPipelinesAndFlagsAreErrors) {
               testing::wan_pipeline("ti2v_5b") + " --prompts " + prompts_ + kSettings);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("different models"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("VAE z_dim 48 16x spatial"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("z_dim 48 scale_factor_spatial 16"), std::string::npos) << r.output;
   // Text to video against image to video (the same VAE): refused before anything runs.
   r = run_cli("compare-images --reference " + t2v + " --candidate " +
               testing::wan_pipeline("i2v_a14b") + " --prompts " + prompts_ + kSettings);

@@ -24,7 +24,7 @@ struct Log {
   std::vector<std::string> done;  // "name:ok" or "name:<error message>"
 
   ImageCallback callback(const std::string& name) {
-    return [this, name](Result<std::vector<diffusion::FluxImage>> r) {
+    return [this, name](Result<std::vector<diffusion::DiffusionOutput>> r) {
       std::lock_guard<std::mutex> lock(mu);
       done.push_back(name + ":" + (r.ok() ? "ok" : r.status().message()));
       cv.notify_all();
@@ -40,10 +40,10 @@ struct Log {
 ImageJob job(int64_t steps, int64_t side = 16, int n = 1) {
   ImageJob j;
   for (int i = 0; i < n; ++i) {
-    diffusion::FluxRequest r;
+    diffusion::DiffusionRequest r;
     r.prompt = "a cube";
     r.width = r.height = side;
-    r.steps = steps;
+    r.num_inference_steps = steps;
     r.max_sequence_length = 16;
     r.seed = static_cast<uint64_t>(i);
     j.images.push_back(r);
@@ -52,8 +52,8 @@ ImageJob job(int64_t steps, int64_t side = 16, int n = 1) {
   return j;
 }
 
-std::unique_ptr<diffusion::FluxPipeline> load() {
-  auto p = diffusion::FluxPipeline::load(kPipeline);
+std::unique_ptr<diffusion::DiffusionPipeline> load() {
+  auto p = diffusion::load_pipeline(kPipeline);
   EXPECT_TRUE(p.ok()) << p.status().message();
   return std::move(*p);
 }
@@ -75,10 +75,10 @@ TEST(ImageBackendTest, ReturnsEveryImageOfAJob) {
   ImageBackend backend(load(), pool);
   std::mutex mu;
   std::condition_variable cv;
-  std::optional<Result<std::vector<diffusion::FluxImage>>> got;
+  std::optional<Result<std::vector<diffusion::DiffusionOutput>>> got;
   ASSERT_TRUE(backend
                   .submit(job(1, 16, 3),
-                          [&](Result<std::vector<diffusion::FluxImage>> r) {
+                          [&](Result<std::vector<diffusion::DiffusionOutput>> r) {
                             std::lock_guard<std::mutex> lock(mu);
                             got = std::move(r);
                             cv.notify_all();
@@ -90,6 +90,7 @@ TEST(ImageBackendTest, ReturnsEveryImageOfAJob) {
   ASSERT_EQ((*got)->size(), 3u);
   EXPECT_NE((**got)[0].rgb, (**got)[1].rgb);  // seeds 0, 1, 2
   EXPECT_EQ((**got)[2].width, 16);
+  EXPECT_EQ((**got)[2].frames, 1);
 }
 
 TEST(ImageBackendTest, CancelledWhileQueuedNeverRuns) {

@@ -1,9 +1,11 @@
 // tests: /v1/images/generations bodies (vLLM-Omni's ImageGenerationRequest): size parsing,
-// ranges, statuses (422 schema, 400 size), the pipeline requests built from them (defaults,
-// seeds per image), base64 against RFC 4648's vectors, and the response's shape.
+// ranges, statuses (422 schema, 400 size), the pipeline requests built from them through
+// DiffusionPipeline::resolve (defaults, seeds per image), base64 against RFC 4648's vectors, and
+// the response's shape.
 #include <gtest/gtest.h>
 
 #include "diffusion/flux_pipeline.h"
+#include "diffusion/pipeline.h"
 #include "diffusion/png_image.h"
 #include "server/images_handler.h"
 #include "server/images_request.h"
@@ -140,30 +142,44 @@ TEST(ImagesRequestTest, SchemaErrorsAre422AndTheRest400) {
   }
 }
 
+// The tiny FLUX.1 fixture behind the interface the server holds.
+std::unique_ptr<diffusion::DiffusionPipeline> tiny_flux() {
+  auto pipe = diffusion::load_pipeline(QS_SOURCE_DIR "/tests/golden/fixtures/flux/tiny_pipeline");
+  EXPECT_TRUE(pipe.ok()) << pipe.status().message();
+  return pipe.ok() ? std::move(*pipe) : nullptr;
+}
+
 TEST(ImagesRequestTest, PipelineRequestsCountSeedsUp) {
+  const auto pipe = tiny_flux();
+  ASSERT_TRUE(pipe);
   ImagesRequest r;
   ASSERT_FALSE(parse_images_request(
       R"({"prompt": "p", "n": 3, "seed": 41, "num_inference_steps": 2, "size": "32x16"})", &r));
-  const auto reqs = flux_requests(r, 256, 999);
+  const auto reqs = image_requests(r, *pipe, 999);
   ASSERT_EQ(reqs.size(), 3u);
   for (size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_EQ(reqs[i].seed, 41u + i);
     EXPECT_EQ(reqs[i].prompt, "p");
     EXPECT_EQ(reqs[i].width, 32);
     EXPECT_EQ(reqs[i].height, 16);
-    EXPECT_EQ(reqs[i].steps, 2);
+    EXPECT_EQ(reqs[i].num_inference_steps, 2);
   }
 }
 
 TEST(ImagesRequestTest, PipelineRequestsDefaults) {
+  const auto pipe = tiny_flux();
+  ASSERT_TRUE(pipe);
   ImagesRequest r;
   ASSERT_FALSE(parse_images_request(R"({"prompt": "p", "n": 2})", &r));
-  const auto reqs = flux_requests(r, 256, 999);
+  const auto reqs = image_requests(r, *pipe, 999);
   ASSERT_EQ(reqs.size(), 2u);
-  const diffusion::FluxRequest defaults;  // diffusers' FluxPipeline.__call__ defaults
+  // The family's own request type holds diffusers' FluxPipeline.__call__ defaults: the server's
+  // requests map to the same FluxRequest the CLI and the goldens run.
+  const diffusion::FluxRequest defaults;
   EXPECT_EQ(reqs[0].width, 256);
   EXPECT_EQ(reqs[0].height, 256);
-  EXPECT_EQ(reqs[0].steps, defaults.steps);
+  EXPECT_EQ(reqs[0].num_frames, 1);
+  EXPECT_EQ(reqs[0].num_inference_steps, defaults.steps);
   EXPECT_EQ(reqs[0].guidance_scale, defaults.guidance_scale);
   EXPECT_EQ(reqs[0].true_cfg_scale, defaults.true_cfg_scale);
   EXPECT_EQ(reqs[0].max_sequence_length, defaults.max_sequence_length);
@@ -171,24 +187,50 @@ TEST(ImagesRequestTest, PipelineRequestsDefaults) {
   EXPECT_EQ(reqs[1].seed, 1000u);
 }
 
+// A step count or sequence length of 0 that a client sent is not "unset": the pipeline's
+// validate() refuses it (a 400) rather than resolve() replacing it with the default.
+TEST(ImagesRequestTest, ZerosTheClientSentReachValidation) {
+  const auto pipe = tiny_flux();
+  ASSERT_TRUE(pipe);
+  ImagesRequest r;
+  ASSERT_FALSE(parse_images_request(R"({"prompt": "p", "num_inference_steps": 0})", &r));
+  auto reqs = image_requests(r, *pipe, 1);
+  EXPECT_EQ(reqs[0].num_inference_steps, 0);
+  EXPECT_EQ(pipe->validate(reqs[0]).code(), StatusCode::kInvalidArgument);
+  ASSERT_FALSE(parse_images_request(R"({"prompt": "p", "max_sequence_length": 0})", &r));
+  reqs = image_requests(r, *pipe, 1);
+  EXPECT_EQ(reqs[0].max_sequence_length, 0);
+  EXPECT_EQ(pipe->validate(reqs[0]).code(), StatusCode::kInvalidArgument);
+}
+
 // diffusers: default_sample_size (128) x vae_scale_factor (2^(len(block_out_channels) - 1)).
 TEST(ImagesPipelineTest, DefaultSizeAndValidation) {
-  auto pipe =
-      diffusion::FluxPipeline::load(QS_SOURCE_DIR "/tests/golden/fixtures/flux/tiny_pipeline");
-  ASSERT_TRUE(pipe.ok()) << pipe.status().message();
-  EXPECT_EQ((*pipe)->default_size(), 256);  // the tiny VAE has 2 blocks: scale factor 2
-  diffusion::FluxRequest req;
+  const auto pipe = tiny_flux();
+  ASSERT_TRUE(pipe);
+  EXPECT_EQ(pipe->output(), diffusion::PipelineOutput::kImage);
+  // The tiny VAE has 2 blocks: scale factor 2.
+  diffusion::DiffusionRequest req = pipe->resolve({});
+  EXPECT_EQ(req.width, 256);
+  EXPECT_EQ(req.height, 256);
+  EXPECT_EQ(pipe->spatial_multiple(), 4);  // 2 x the VAE's scale factor (2 x 2 packing)
   req.width = req.height = 32;
-  req.steps = 2;
-  EXPECT_TRUE((*pipe)->validate(req).ok());
+  req.num_inference_steps = 2;
+  EXPECT_TRUE(pipe->validate(req).ok());
   req.width = 30;  // not a multiple of 2 x the VAE's scale factor
-  EXPECT_EQ((*pipe)->validate(req).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pipe->validate(req).code(), StatusCode::kInvalidArgument);
   req.width = 32;
-  req.steps = 0;
-  EXPECT_EQ((*pipe)->validate(req).code(), StatusCode::kInvalidArgument);
-  req.steps = 2;
+  req.num_inference_steps = 0;
+  EXPECT_EQ(pipe->validate(req).code(), StatusCode::kInvalidArgument);
+  req.num_inference_steps = 2;
   req.true_cfg_scale = std::numeric_limits<double>::infinity();
-  EXPECT_EQ((*pipe)->validate(req).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(pipe->validate(req).code(), StatusCode::kInvalidArgument);
+  // The video fields an image family does not take are refused by name.
+  req.true_cfg_scale.reset();
+  req.num_frames = 5;
+  const Status frames = pipe->validate(req);
+  EXPECT_EQ(frames.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(frames.message().find("num_frames does not apply to FLUX.1"), std::string::npos)
+      << frames.message();
 }
 
 TEST(ImagesResponseTest, Base64Rfc4648Vectors) {

@@ -2,8 +2,9 @@
 // JSON bodies; 422 for schema mistakes, 400 for values), the resolution of size, fps and frames
 // (size over width/height, num_frames over seconds x fps, 4k + 1 frames, the image's aspect),
 // the job store (VideoResponse shape, eviction by count and bytes, delete cancelling a running
-// job), and the engine thread over the tiny Wan T2V fixture (FIFO, a queued job cancelled
-// before it runs, the memory budget's refusal).
+// job), the defaults and image rules a video pipeline gives through DiffusionPipeline (the tiny
+// Wan2.2 T2V, I2V and TI2V fixtures), and the engine thread over the tiny T2V fixture (FIFO, a
+// queued job cancelled before it runs, the memory budget's refusal).
 #include <httplib.h>
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "diffusion/pipeline.h"
 #include "server/video_backend.h"
 #include "server/videos_handler.h"
 #include "server/videos_request.h"
@@ -23,6 +25,14 @@ namespace qs::server {
 namespace {
 
 constexpr const char* kT2v = QS_SOURCE_DIR "/tests/golden/fixtures/wan/t2v_a14b/pipeline";
+constexpr const char* kI2v = QS_SOURCE_DIR "/tests/golden/fixtures/wan/i2v_a14b/pipeline";
+constexpr const char* kTi2v = QS_SOURCE_DIR "/tests/golden/fixtures/wan/ti2v_5b/pipeline";
+
+std::unique_ptr<diffusion::DiffusionPipeline> load(const char* dir) {
+  Result<std::unique_ptr<diffusion::DiffusionPipeline>> p = diffusion::load_pipeline(dir);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return p.ok() ? std::move(*p) : nullptr;
+}
 
 httplib::Request multipart(const std::vector<std::pair<std::string, std::string>>& fields) {
   httplib::Request req;
@@ -230,7 +240,7 @@ TEST(ResolveVideoTest, DefaultsSecondsAndFrameRounding) {
   EXPECT_EQ(v.request.width, 64);
   EXPECT_EQ(v.request.height, 480);
   EXPECT_EQ(v.request.seed, 5u);
-  EXPECT_EQ(v.request.steps, 3);
+  EXPECT_EQ(v.request.num_inference_steps, 3);
   EXPECT_EQ(v.request.guidance_scale, 1.5);
   EXPECT_EQ(v.request.guidance_scale_2, 2.5);
   EXPECT_EQ(v.request.boundary_ratio, 0.5);
@@ -253,6 +263,54 @@ TEST(ResolveVideoTest, ImageAspectAtTheDefaultArea) {
   v = resolve_video(r, d, &image, 0);
   EXPECT_EQ(v.request.height, 256);
   EXPECT_EQ(v.request.width, 880);
+}
+
+// What the handler resolves with comes from the pipeline: its resolve() of an empty request
+// (diffusers' WanPipeline: 832x480, 81 frames), its frame rate and its size and frame grid.
+TEST(ResolveVideoTest, DefaultsFromThePipeline) {
+  const auto t2v = load(kT2v);
+  ASSERT_TRUE(t2v);
+  EXPECT_EQ(t2v->output(), diffusion::PipelineOutput::kVideo);
+  const VideoDefaults d = video_defaults(*t2v);
+  EXPECT_EQ(d.width, 832);
+  EXPECT_EQ(d.height, 480);
+  EXPECT_EQ(d.num_frames, 81);
+  EXPECT_EQ(d.fps, 16);
+  EXPECT_EQ(d.temporal_scale, 4);
+  // The VAE's 8x times the transformer's 2 x 2 patch.
+  EXPECT_EQ(d.spatial_multiple, 16);
+  // Left unset by resolve_video, the rest is the pipeline's resolve() (WanPipeline: 50 steps,
+  // guidance 5, 512 tokens).
+  VideosRequest r;
+  r.prompt = "p";
+  ResolvedVideo v = resolve_video(r, d, nullptr, 0);
+  EXPECT_FALSE(v.request.num_inference_steps);
+  EXPECT_FALSE(v.request.max_sequence_length);
+  EXPECT_FALSE(v.request.guidance_scale);
+  const diffusion::DiffusionRequest resolved = t2v->resolve(v.request);
+  EXPECT_EQ(resolved.num_inference_steps, 50);
+  EXPECT_EQ(resolved.guidance_scale, 5.0);
+  EXPECT_EQ(resolved.max_sequence_length, 512);
+  EXPECT_EQ(resolved.width, 832);
+  EXPECT_EQ(resolved.num_frames, 81);
+
+  const auto ti2v = load(kTi2v);
+  ASSERT_TRUE(ti2v);
+  EXPECT_EQ(video_defaults(*ti2v).fps, 24);  // TI2V-5B (expand_timesteps) makes 24 fps video
+}
+
+// The image rules the handler applies: I2V needs a first frame, TI2V takes one, T2V none.
+TEST(ResolveVideoTest, ImageRulesByPipeline) {
+  const auto t2v = load(kT2v), i2v = load(kI2v), ti2v = load(kTi2v);
+  ASSERT_TRUE(t2v && i2v && ti2v);
+  EXPECT_FALSE(t2v->requires_image());
+  EXPECT_FALSE(t2v->takes_image());
+  EXPECT_TRUE(i2v->requires_image());
+  EXPECT_TRUE(i2v->takes_image());
+  EXPECT_FALSE(ti2v->requires_image());
+  EXPECT_TRUE(ti2v->takes_image());
+  EXPECT_EQ(t2v->class_name(), "WanPipeline");
+  EXPECT_EQ(i2v->class_name(), "WanImageToVideoPipeline");
 }
 
 VideoRecord record(const std::string& id) {
@@ -406,7 +464,7 @@ VideoJob job(int64_t steps) {
   j.request.prompt = "a cube";
   j.request.width = j.request.height = 32;
   j.request.num_frames = 9;
-  j.request.steps = steps;
+  j.request.num_inference_steps = steps;
   j.request.max_sequence_length = 16;
   j.fps = 8;
   j.state = std::make_shared<VideoJobState>();
@@ -414,11 +472,11 @@ VideoJob job(int64_t steps) {
 }
 
 TEST(VideoBackendTest, FifoCancelledWhileQueuedAndTheBudget) {
-  Result<std::unique_ptr<diffusion::WanPipeline>> pipeline = diffusion::WanPipeline::load(kT2v);
-  ASSERT_TRUE(pipeline.ok()) << pipeline.status().message();
-  const size_t peak = (*pipeline)->request_peak_bytes(job(2).request, 1);
+  std::unique_ptr<diffusion::DiffusionPipeline> pipeline = load(kT2v);
+  ASSERT_TRUE(pipeline);
+  const size_t peak = pipeline->request_peak_bytes(pipeline->resolve(job(2).request), 1);
   ThreadPool pool(1);
-  VideoBackend backend(std::move(*pipeline), pool, static_cast<int64_t>(peak));
+  VideoBackend backend(std::move(pipeline), pool, static_cast<int64_t>(peak));
   EXPECT_EQ(backend.default_fps(), 16);
   EXPECT_TRUE(backend.validate(job(2).request).ok());
   VideoJob bigger = job(2);
