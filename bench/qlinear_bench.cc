@@ -5,8 +5,8 @@
 // measured), the GEMV/GEMM crossover (m = 4..32) and prefill (m = 128); 1 and 2 threads.
 // Counters: GB/s of resident weight bytes, GFLOP/s (2 m n k). `qkernel/<set>/...` and
 // `qquant/<set>/...` call the int8-activation kernels directly, one thread: each x86 Highway
-// target of qlinear_hwy.cc (hwy_<TARGET>) and the hand-written AVX-512 and AVX2 GEMVs (with
-// the quantizer ops::linear runs beside them), for same-run comparisons
+// target of the qlinear_*_hwy.cc sources (hwy_<TARGET>) and the hand-written AVX-512 and AVX2 GEMVs
+// (with the quantizer ops::linear runs beside them), for same-run comparisons
 // (--benchmark_enable_random_interleaving=true). Run:
 //   build/qlinear_bench --benchmark_filter=... (see docs/kernels.md)
 #include <benchmark/benchmark.h>

@@ -76,7 +76,7 @@ void* acts_scratch(size_t bytes) {
 }
 
 // The int8-activation kernels for `isa` (not kRef): the Highway target the per-token ops run
-// for `isa` (qlinear_hwy.cc), as ops::gemm picks its f32 kernel, but on x86 the hand-written
+// for `isa` (qlinear_*_hwy.cc), as ops::gemm picks its f32 kernel, but on x86 the hand-written
 // GEMV of that ISA, which Highway's measured slower on some Qwen2.5-0.5B decode rows (up to
 // 1.32x the AVX-512 one at m = 1 on W8, 2.2x the AVX2 one; docs/kernels.md, "Quantized
 // linear kernels").

@@ -1,5 +1,5 @@
 // Kernel tests of the int8-activation quantized linear kernels, every Highway target of
-// kernels/cpu/qlinear_hwy.cc and the hand-written AVX2 and AVX-512 GEMVs, against the scalar code
+// kernels/cpu/qlinear_*_hwy.cc and the hand-written AVX2 and AVX-512 GEMVs, against the scalar code
 // they must reproduce: quantize_acts bit for bit, and the GEMV and GEMM == ref::qlinear_int8 (+
 // bias) to f32 summation order, over code widths, group sizes, act-order permutations, odd k, row
 // counts on both sides of the tiles and column sub-ranges. A target this CPU lacks skips by name.

@@ -1,5 +1,5 @@
 // Kernel tests for the quantized linear: the resident repack, int8 activations and every
-// int kernel this CPU has (each Highway target of qlinear_hwy.cc, GEMV and GEMM, and the
+// int kernel this CPU has (each Highway target of qlinear_*_hwy.cc, GEMV and GEMM, and the
 // hand-written AVX-512 and AVX2 GEMVs) against kernels::ref::qlinear_int8, the int8 reference
 // against the unquantized-activation one within the bound the activation rounding allows, and
 // ops::linear on a QuantMatrix (packed and dequantized fallback). A target the CPU lacks skips by
@@ -176,8 +176,9 @@ struct KernelSet {
   kernels::cpu::QLinearKernels k;
 };
 
-// Every target qlinear_hwy.cc is compiled for, whether or not this CPU has it (those it lacks
-// skip by name), and the hand-written GEMVs still kept beside them (null: none of their own).
+// Every target the qlinear_*_hwy.cc sources are compiled for, whether or not this CPU has it (those
+// it lacks skip by name), and the hand-written GEMVs still kept beside them (null: none of their
+// own).
 std::vector<KernelSet> kernel_sets() {
   std::vector<KernelSet> sets;
   for (int64_t t : kernels::cpu::elementwise_hwy_targets()) {

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 // Zen 4 and Ice Lake onwards report Highway's AVX3_DL (AVX-512 with VNNI, VBMI2, ...); it is
@@ -22,6 +21,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/elementwise_cpu.h"
+#include "kernels/cpu/hwy_targets.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qs::kernels::cpu {
@@ -293,17 +293,8 @@ HWY_EXPORT(GeluErf);
 
 namespace {
 
-// Where HWY_EXPORT's tables hold `target`: the same index HWY_DYNAMIC_DISPATCH reads from
-// hwy::GetChosenTarget() (targets.h), taken for one target instead of the CPU's best, so that
-// tests and benchmarks pick a target without Highway's process-wide mock of the CPU.
-size_t table_index(int64_t target) {
-  const int64_t shifted = HWY_CHOSEN_TARGET_SHIFT(target);
-  const int64_t mask = shifted != 0 ? shifted : HWY_CHOSEN_TARGET_MASK_SCALAR;
-  return hwy::Num0BitsBelowLS1Bit_Nonzero64(static_cast<uint64_t>(mask));
-}
-
 ElementwiseKernels kernels_of(int64_t target) {
-  const size_t i = table_index(target);
+  const size_t i = hwy_table_index(target);
   const ElementwiseKernels k = {
       HWY_DISPATCH_TABLE(RmsNorm)[i],        HWY_DISPATCH_TABLE(SiluMul)[i],
       HWY_DISPATCH_TABLE(RopeRotateHalf)[i], HWY_DISPATCH_TABLE(Softmax)[i],
@@ -331,16 +322,8 @@ bool hwy_target_supported(int64_t target) {
 }
 
 const ElementwiseKernels& elementwise_hwy(int64_t target) {
-  static const std::vector<std::pair<int64_t, ElementwiseKernels>> tables = [] {
-    std::vector<std::pair<int64_t, ElementwiseKernels>> all;
-    for (int64_t t : elementwise_hwy_targets()) all.emplace_back(t, kernels_of(t));
-    return all;
-  }();
-  for (const auto& [t, k] : tables) {
-    if (t == target) return k;
-  }
-  QS_CHECK_MSG(false, "not a target elementwise_hwy.cc is compiled for");
-  return tables.front().second;
+  static const HwyKernelTable<ElementwiseKernels> table = make_hwy_kernel_table(kernels_of);
+  return hwy_kernels(table, target, "not a target elementwise_hwy.cc is compiled for");
 }
 
 int64_t elementwise_hwy_target(Isa isa) {

@@ -28,8 +28,8 @@
 
 #include <hwy/cache_control.h>
 
-#include "core/check.h"
 #include "kernels/cpu/gemm_cpu.h"
+#include "kernels/cpu/hwy_targets.h"
 
 // Once, not per target (foreach_target.h includes this file again for each).
 #ifndef QS_KERNELS_CPU_GEMM_HWY_ONCE
@@ -225,14 +225,8 @@ int64_t gemm_f32_hwy_scratch_floats(const GemmArgs& g) {
 }
 
 GemmF32Kernel gemm_f32_hwy(int64_t target) {
-  // The index HWY_DYNAMIC_DISPATCH reads from hwy::GetChosenTarget() (targets.h), taken for
-  // one target, as elementwise_hwy.cc does.
-  const int64_t shifted = HWY_CHOSEN_TARGET_SHIFT(target);
-  const int64_t mask = shifted != 0 ? shifted : HWY_CHOSEN_TARGET_MASK_SCALAR;
-  const size_t i = hwy::Num0BitsBelowLS1Bit_Nonzero64(static_cast<uint64_t>(mask));
-  QS_CHECK_MSG((HWY_TARGETS & target) != 0 && HWY_DISPATCH_TABLE(GemmF32)[i] != nullptr,
-               "not a target gemm_hwy.cc is compiled for");
-  return HWY_DISPATCH_TABLE(GemmF32)[i];
+  return hwy_table_entry(HWY_DISPATCH_TABLE(GemmF32), target,
+                         "not a target gemm_hwy.cc is compiled for");
 }
 
 }  // namespace qs::kernels::cpu

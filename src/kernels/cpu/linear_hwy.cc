@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
-#include <vector>
 
 // As in elementwise_hwy.cc: Zen 4 and Ice Lake report AVX3_DL, opt-in in Highway 1.0.3.
 #ifndef HWY_WANT_AVX3_DL
@@ -25,6 +24,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "kernels/cpu/hwy_targets.h"
 #include "kernels/cpu/linear_cpu.h"
 
 // Once, not per target (foreach_target.h includes this file again for each).
@@ -445,36 +445,15 @@ HWY_EXPORT(LinearGemv);
 HWY_EXPORT(LinearGemm);
 HWY_EXPORT(LinearGemmPairs);
 
-namespace {
-
-// The index HWY_DYNAMIC_DISPATCH reads from hwy::GetChosenTarget() (targets.h), taken for one
-// target, as elementwise_hwy.cc does.
-size_t table_index(int64_t target) {
-  const int64_t shifted = HWY_CHOSEN_TARGET_SHIFT(target);
-  const int64_t mask = shifted != 0 ? shifted : HWY_CHOSEN_TARGET_MASK_SCALAR;
-  return hwy::Num0BitsBelowLS1Bit_Nonzero64(static_cast<uint64_t>(mask));
-}
-
-}  // namespace
-
 const LinearKernels& linear_hwy(int64_t target) {
-  static const std::vector<std::pair<int64_t, LinearKernels>> tables = [] {
-    std::vector<std::pair<int64_t, LinearKernels>> all;
-    for (int64_t rest = HWY_TARGETS; rest != 0; rest &= rest - 1) {
-      const int64_t t = rest & -rest;
-      const size_t i = table_index(t);
-      const LinearKernels k = {HWY_DISPATCH_TABLE(LinearGemv)[i], HWY_DISPATCH_TABLE(LinearGemm)[i],
-                               HWY_DISPATCH_TABLE(LinearGemmPairs)[i]};
-      QS_CHECK(k.gemv && k.gemm && k.gemm_pairs);
-      all.emplace_back(t, k);
-    }
-    return all;
-  }();
-  for (const auto& [t, k] : tables) {
-    if (t == target) return k;
-  }
-  QS_CHECK_MSG(false, "not a target linear_hwy.cc is compiled for");
-  return tables.front().second;
+  static const HwyKernelTable<LinearKernels> table = make_hwy_kernel_table([](int64_t t) {
+    const size_t i = hwy_table_index(t);
+    const LinearKernels k = {HWY_DISPATCH_TABLE(LinearGemv)[i], HWY_DISPATCH_TABLE(LinearGemm)[i],
+                             HWY_DISPATCH_TABLE(LinearGemmPairs)[i]};
+    QS_CHECK(k.gemv && k.gemm && k.gemm_pairs);
+    return k;
+  });
+  return hwy_kernels(table, target, "not a target linear_hwy.cc is compiled for");
 }
 
 }  // namespace qs::kernels::cpu

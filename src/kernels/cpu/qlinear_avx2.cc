@@ -1,9 +1,9 @@
 // kernels/cpu: the AVX2 (+FMA, F16C; no VNNI, no AVX-512) quantized linear GEMV over the
 // resident layout of kernels/qmatrix.h: unsigned int4/int8 codes times int8 activations,
 // integer dot products per 32-input block, scaled and summed in f32, each column's codes
-// streamed once for all rows. The GEMM and the quantizer are qlinear_hwy.cc's
-// (docs/kernels.md, "Quantized linear kernels").
-// Compiled with -mavx2 -mfma -mf16c (file suffix _avx2.cc); no allocation.
+// streamed once for all rows. The GEMM and the quantizer are the Highway ones (qlinear_gemm_hwy.cc,
+// qlinear_quantize_hwy.cc) (docs/kernels.md, "Quantized linear kernels"). Compiled with -mavx2
+// -mfma -mf16c (file suffix _avx2.cc); no allocation.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -307,7 +307,7 @@ void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
 
 }  // namespace
 
-// Kept beside qlinear_hwy.cc's AVX2 GEMV, which measured 0.82-2.23x this one (one thread,
+// Kept beside qlinear_gemv_hwy.cc's AVX2 GEMV, which measured 0.82-2.23x this one (one thread,
 // Qwen2.5-0.5B shapes, m = 1 and 8, W4G128/W4G32/W8, Zen 5, 2026-12-06; docs/kernels.md,
 // "Quantized linear kernels"): level or faster at m = 8, 1.03-1.31x at m = 1 but for one W8
 // row at 2.2x.

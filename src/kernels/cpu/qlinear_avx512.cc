@@ -1,12 +1,11 @@
 // kernels/cpu: the AVX-512 VNNI quantized linear GEMV over the resident layout of
-// kernels/qmatrix.h: int8 activations (qlinear_hwy.cc's quantize_acts, bit-identical to the
-// scalar one) times unsigned 4- or 8-bit codes with vpdpbusd, so every block dot product is
+// kernels/qmatrix.h: int8 activations (qlinear_quantize_hwy.cc's quantize_acts, bit-identical to
+// the scalar one) times unsigned 4- or 8-bit codes with vpdpbusd, so every block dot product is
 // exact in int32 and results differ from ref::qlinear_int8 only by float summation order.
-// The GEMM and the quantizer are qlinear_hwy.cc's (docs/kernels.md, "Quantized linear
-// kernels").
-// Compiled with the AVX-512 F/BW/VL/DQ/BF16/VNNI flags (file suffix _avx512.cc).
-// GCC 12's AVX-512 headers build some intrinsics from _mm512_undefined_*(), which
-// -Wuninitialized flags once inlined (a false positive of GCC 12).
+// The GEMM and the quantizer are the Highway ones, qlinear_gemm_hwy.cc and qlinear_quantize_hwy.cc
+// (docs/kernels.md, "Quantized linear kernels"). Compiled with the AVX-512 F/BW/VL/DQ/BF16/VNNI
+// flags (file suffix _avx512.cc). GCC 12's AVX-512 headers build some intrinsics from
+// _mm512_undefined_*(), which -Wuninitialized flags once inlined (a false positive of GCC 12).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -245,7 +244,7 @@ void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
 
 }  // namespace
 
-// Kept beside qlinear_hwy.cc's AVX3_DL GEMV, which measured 0.63-1.36x this one (one thread,
+// Kept beside qlinear_gemv_hwy.cc's AVX3_DL GEMV, which measured 0.63-1.36x this one (one thread,
 // Qwen2.5-0.5B shapes, m = 1 and 8, W4G128/W4G32/W8, Zen 5, 2026-12-06; docs/kernels.md,
 // "Quantized linear kernels"): faster on most W4 rows, slower at m = 1 on every W8 row
 // (1.14-1.36x).

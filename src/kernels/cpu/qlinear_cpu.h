@@ -1,9 +1,9 @@
 // kernels/cpu: SIMD quantized linear kernels over the resident layout of kernels/qmatrix.h.
-// One Highway source for every target (qlinear_hwy.cc) and hand-written AVX2 and AVX-512
-// GEMVs; ops/linear.cc picks one set per ISA and a kernel per call: the GEMV streams
-// each column's codes once for all m rows (decode, small batches), the GEMM unpacks a panel of
-// columns and reuses it over many rows (prefill). Both write y[:, n_begin:n_end] (+ bias), no
-// allocation.
+// Written once in Highway for every target (qlinear_{quantize,gemv,gemm}_hwy.cc) and
+// hand-written AVX2 and AVX-512 GEMVs; ops/linear.cc picks one set per ISA and a kernel per
+// call: the GEMV streams each column's codes once for all m rows (decode, small batches), the
+// GEMM unpacks a panel of columns and reuses it over many rows (prefill). Both write
+// y[:, n_begin:n_end] (+ bias), no allocation.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +32,9 @@ void qlinear_gemv_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
 void qlinear_gemm_amx(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
 #endif
 
-// The kernels of qlinear_hwy.cc, one Highway source compiled for every target of
-// elementwise_cpu.h's elementwise_hwy_targets(): the GEMV and GEMM with the contract above,
-// and quantize_acts bit for bit the scalar one.
+// The Highway kernels, compiled for every target of elementwise_cpu.h's
+// elementwise_hwy_targets(): the GEMV and GEMM with the contract above, and quantize_acts bit
+// for bit the scalar one.
 struct QLinearKernels {
   void (*gemv)(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
   void (*gemm)(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
@@ -45,5 +45,10 @@ struct QLinearKernels {
 // GEMV, where the hand-written ones above measured faster (docs/kernels.md, "Quantized
 // linear kernels").
 const QLinearKernels& qlinear_hwy(int64_t target);
+// The GEMV and GEMM of qlinear_hwy(target), from their own sources (qlinear_gemv_hwy.cc,
+// qlinear_gemm_hwy.cc), which compile in parallel; qlinear_hwy() (qlinear_quantize_hwy.cc,
+// beside quantize_acts) assembles the three.
+decltype(QLinearKernels::gemv) qlinear_gemv_hwy(int64_t target);
+decltype(QLinearKernels::gemm) qlinear_gemm_hwy(int64_t target);
 
 }  // namespace qs::kernels::cpu
