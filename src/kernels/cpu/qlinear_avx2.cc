@@ -307,10 +307,10 @@ void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
 
 }  // namespace
 
-// Kept beside qlinear_gemv_hwy.cc's AVX2 GEMV, which measured 0.82-2.23x this one (one thread,
-// Qwen2.5-0.5B shapes, m = 1 and 8, W4G128/W4G32/W8, Zen 5, 2026-12-06; docs/kernels.md,
-// "Quantized linear kernels"): level or faster at m = 8, 1.03-1.31x at m = 1 but for one W8
-// row at 2.2x.
+// Kept beside qlinear_gemv_hwy.cc's AVX2 GEMV, which measured 0.87-1.19x this one once its
+// prefetch followed this one's whole-column rule (one thread, Qwen2.5-0.5B shapes, m = 1 and
+// 8, Zen 5, 2026-12-06; docs/kernels.md, "Quantized linear kernels"): level on W8 and
+// W4G128 but for down (1.08-1.13x), 1.07-1.19x on every W4G32 row.
 void qlinear_gemv_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   QS_CHECK(args.w->bits == 4 || args.w->bits == 8);
   if (args.w->bits == 4) return gemv<Int4>(args, n_begin, n_end);

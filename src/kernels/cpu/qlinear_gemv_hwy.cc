@@ -221,6 +221,19 @@ HWY_INLINE void step_scales(const Spread& sp, const QMatrixView& w, int64_t j, i
 // kernel's measured best on the Qwen2.5-0.5B shapes (8 KiB 14-19 GB/s, 16 KiB 23-28, 32 KiB
 // no better). Past the last column the addresses are beyond the codes: prefetches never fault.
 constexpr int64_t kPrefetchBytes = kVecBytes >= 64 ? 16 * 1024 : 8 * 1024;
+// Columns the kernels compute together: they share each step's activation arrangement, and
+// their codes stream side by side.
+constexpr int kTileCols = 4;
+// Columns stream side by side in tiles of this many.
+
+// How many columns ahead the prefetches point, for columns of `col_bytes` codes: at least
+// kPrefetchBytes, in whole columns, and never less than the next column tile. A bare byte
+// distance lands inside the tile's own columns, which stream together, once a column is
+// longer than a quarter of it: the down projection's 4864-byte W8 columns took 1.9x the hand
+// AVX2 kernel's time with 8 KiB, as that kernel's rule (this one) had measured.
+inline int64_t prefetch_columns(int64_t col_bytes) {
+  return std::max<int64_t>(kTileCols, (kPrefetchBytes + col_bytes - 1) / col_bytes);
+}
 
 // y[i0 .. i0+MR, j0 .. j0+NC): NC columns stream their codes together and each step's codes
 // are unpacked once for the MR rows; each step's activations are arranged once for the NC
@@ -240,8 +253,9 @@ void tile(const Spread& sp, const QLinearArgs& args, int64_t i0, int64_t j0) {
   const VU8 nib = hn::Set(du8, 0x0F);
   // The scales (and zero terms) of the column whose codes are prefetched, as far ahead, one
   // line (16 groups) at a time: at g32 they are a fifth of the bytes streamed.
-  const int64_t table_ahead =
-      (kPrefetchBytes + static_cast<int64_t>(col_bytes) - 1) / static_cast<int64_t>(col_bytes) * G;
+  const int64_t cols_ahead = prefetch_columns(static_cast<int64_t>(col_bytes));
+  const int64_t table_ahead = cols_ahead * G;
+  const int64_t code_ahead = cols_ahead * static_cast<int64_t>(col_bytes);
   const int64_t table_line_blocks = 16 * bpg;
   int64_t next_table_b = 0;
   // Group of block b, kept up to date without a division per step.
@@ -284,7 +298,7 @@ void tile(const Spread& sp, const QLinearArgs& args, int64_t i0, int64_t j0) {
       // A partial last step reads codes past the column: the next column's, or the scales
       // that follow the codes in the resident buffer; their activations are zero.
       if constexpr (kBits == 4) {
-        for (int64_t off = 0; off < kVecBytes; off += 64) prefetch_l2(p + kPrefetchBytes + off);
+        for (int64_t off = 0; off < kVecBytes; off += 64) prefetch_l2(p + code_ahead + off);
         const VU8 v = hn::LoadU(du8, p);
         const VU8 lo = hn::And(v, nib);
         const VU8 hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, v))), nib);
@@ -295,7 +309,7 @@ void tile(const Spread& sp, const QLinearArgs& args, int64_t i0, int64_t j0) {
         }
       } else {
         for (int64_t off = 0; off < 2 * kVecBytes; off += 64) {
-          prefetch_l2(p + kPrefetchBytes + off);
+          prefetch_l2(p + code_ahead + off);
         }
         const VU8 v0 = hn::LoadU(du8, p);
         const VU8 v1 = hn::LoadU(du8, p + kVecBytes);
@@ -336,8 +350,6 @@ void tile(const Spread& sp, const QLinearArgs& args, int64_t i0, int64_t j0) {
   }
 }
 
-// Columns the kernels compute together: they share each step's activation arrangement.
-constexpr int kTileCols = 4;
 // Rows of a GEMV tile: two share each step's unpacked codes (more would spill the
 // accumulators on AVX-512), a last odd row alone; the codes of the column tile (a few KiB)
 // come from L1 after the first row tile.
