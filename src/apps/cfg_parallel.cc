@@ -8,7 +8,6 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "diffusion/flux_cfg_parallel.h"
-#include "diffusion/pipeline_registry.h"
 
 namespace qs::apps {
 namespace {
@@ -72,15 +71,12 @@ Result<std::unique_ptr<diffusion::DiffusionPipeline>> load_cfg_pipeline(
   if (!group) return pipeline;
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // A family without CFG parallelism fails on both ranks alike.
+  // Joining is part of the outcome the ranks agree on: a family without CFG parallelism
+  // refuses it on both alike. (Joining sets no state a later set_cfg_parallel cannot
+  // replace, and every collective sets its own timeout; serve joins again with its on_broken.)
   Status loaded = pipeline.status();
-  if (loaded.ok() && !(*pipeline)->supports_cfg_parallel()) {
-    loaded = unimplemented(std::string("--cfg-parallel-size 2: CFG parallelism is not "
-                                       "implemented for ") +
-                           (*pipeline)->family().name + " pipelines");
-  }
+  if (loaded.ok()) loaded = (*pipeline)->set_cfg_parallel(group);
   QS_RETURN_IF_ERROR(diffusion::cfg_agree(*group, loaded, load_s));
-  QS_RETURN_IF_ERROR((*pipeline)->set_cfg_parallel(group));
   return pipeline;
 }
 

@@ -81,24 +81,21 @@ Result<std::unique_ptr<FluxPipeline>> FluxPipeline::load(const std::string& dir,
                         models::Component::open_config((d / "vae").string()));
     QS_ASSIGN_OR_RETURN(p->vae_config_, read_vae_config(vae_config));
   }
+  // The decoder's weights count as resident: the tiny one's file, or vae/'s.
   if (options.tiny_vae.empty()) {
     QS_ASSIGN_OR_RETURN(p->vae_, AutoencoderKL::load((d / "vae").string()));
+    p->resident_bytes_ += component_weight_bytes((d / "vae").string());
   } else {
     QS_ASSIGN_OR_RETURN(std::string decoder, tiny_decoder_file(options.tiny_vae));
     QS_ASSIGN_OR_RETURN(TinyAutoencoder tiny, TinyAutoencoder::load("", decoder));
     p->tiny_ = std::make_unique<TinyAutoencoder>(std::move(tiny));
+    std::error_code ec;
+    p->resident_bytes_ += fs::file_size(decoder, ec);
   }
   QS_ASSIGN_OR_RETURN(p->scheduler_,
                       read_flow_match_config((d / "scheduler" / "scheduler_config.json").string()));
   for (const char* name : {"text_encoder", "text_encoder_2", "transformer"}) {
     p->resident_bytes_ += component_weight_bytes((d / name).string());
-  }
-  if (p->tiny_) {
-    std::error_code ec;
-    QS_ASSIGN_OR_RETURN(std::string decoder, tiny_decoder_file(options.tiny_vae));
-    p->resident_bytes_ += fs::file_size(decoder, ec);
-  } else {
-    p->resident_bytes_ += component_weight_bytes((d / "vae").string());
   }
   const FluxConfig& f = p->transformer_.config();
   if (f.in_channels != 4 * p->vae_config_.latent_channels || f.out_channels != f.in_channels) {

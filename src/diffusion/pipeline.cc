@@ -24,17 +24,23 @@ Result<DiffusionOutput> DiffusionPipeline::generate(DiffusionRequest req, Thread
   return out;
 }
 
-Status DiffusionPipeline::set_cfg_parallel(std::shared_ptr<dist::Communicator>,
-                                           std::function<void(const Status&)>) {
+namespace {
+
+Status no_cfg_parallel(const PipelineFamilySpec& family) {
   return unimplemented(
-      std::string("CFG parallelism (--cfg-parallel-size) is not implemented for ") + family().name +
+      std::string("CFG parallelism (--cfg-parallel-size) is not implemented for ") + family.name +
       " pipelines");
 }
 
+}  // namespace
+
+Status DiffusionPipeline::set_cfg_parallel(std::shared_ptr<dist::Communicator>,
+                                           std::function<void(const Status&)>) {
+  return no_cfg_parallel(family());
+}
+
 Status DiffusionPipeline::run_cfg_worker(ThreadPool&) const {
-  return unimplemented(
-      std::string("CFG parallelism (--cfg-parallel-size) is not implemented for ") + family().name +
-      " pipelines");
+  return no_cfg_parallel(family());
 }
 
 Result<std::unique_ptr<DiffusionPipeline>> load_pipeline(const std::string& dir,

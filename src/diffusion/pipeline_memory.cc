@@ -11,6 +11,7 @@
 #include "diffusion/component_specs.h"
 #include "diffusion/flux_transformer.h"
 #include "diffusion/pipeline_registry.h"
+#include "diffusion/wan_pipeline.h"
 #include "diffusion/wan_text.h"
 #include "diffusion/wan_transformer.h"
 #include "io/checkpoint.h"
@@ -359,9 +360,10 @@ Result<PipelineMemory> flux_pipeline_memory(const PipelineIndex& index, const Me
 }
 
 Result<PipelineMemory> wan_pipeline_memory(const PipelineIndex& index, const MemoryQuery& q) {
-  return pipeline_mem::wan_memory(index, q.width > 0 ? q.width : 832, q.height > 0 ? q.height : 480,
-                                  q.num_frames > 0 ? q.num_frames : 81, q.max_sequence_length,
-                                  q.threads);
+  const WanRequest d;  // the pipeline's defaults
+  return pipeline_mem::wan_memory(
+      index, q.width > 0 ? q.width : d.width, q.height > 0 ? q.height : d.height,
+      q.num_frames > 0 ? q.num_frames : d.num_frames, q.max_sequence_length, q.threads);
 }
 
 Result<PipelineMemory> pipeline_memory(const std::string& dir, const MemoryQuery& query) {
