@@ -5,7 +5,7 @@
 // measured), the GEMV/GEMM crossover (m = 4..32) and prefill (m = 128); 1 and 2 threads.
 // Counters: GB/s of resident weight bytes, GFLOP/s (2 m n k). `qkernel/<set>/...` and
 // `qquant/<set>/...` call the int8-activation kernels directly, one thread: each x86 Highway
-// target of the qlinear_*_hwy.cc sources (hwy_<TARGET>) and the hand-written AVX-512 and AVX2 GEMVs
+// target of the qlinear_*_hwy.cc sources (hwy_<TARGET>) and the hand-written AVX-512 GEMV
 // (with the quantizer ops::linear runs beside them), for same-run comparisons
 // (--benchmark_enable_random_interleaving=true). Run:
 //   build/qlinear_bench --benchmark_filter=... (see docs/kernels.md)
@@ -175,15 +175,12 @@ struct KernelVariant {
 std::vector<KernelVariant> kernel_variants() {
   std::vector<KernelVariant> v;
 #if QS_X86
-  // The hand-written GEMVs have no GEMM of their own (gemm null: no m >= kQGemmMinRows rows).
+  // The hand-written GEMV has no GEMM of its own (gemm null: no m >= kQGemmMinRows rows).
   const auto quantizer = [](Isa isa) {
     return kernels::cpu::qlinear_hwy(kernels::cpu::elementwise_hwy_target(isa)).quantize_acts;
   };
   if (kernels::isa_supported(Isa::kAvx512)) {
     v.push_back({"avx512", {kernels::cpu::qlinear_gemv_avx512, nullptr, quantizer(Isa::kAvx512)}});
-  }
-  if (kernels::isa_supported(Isa::kAvx2)) {
-    v.push_back({"avx2", {kernels::cpu::qlinear_gemv_avx2, nullptr, quantizer(Isa::kAvx2)}});
   }
 #endif
   for (int64_t t : kernels::cpu::elementwise_hwy_targets()) {

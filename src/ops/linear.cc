@@ -76,10 +76,9 @@ void* acts_scratch(size_t bytes) {
 }
 
 // The int8-activation kernels for `isa` (not kRef): the Highway target the per-token ops run
-// for `isa` (qlinear_*_hwy.cc), as ops::gemm picks its f32 kernel, but on x86 the hand-written
-// GEMV of that ISA, which Highway's measured slower on some Qwen2.5-0.5B decode rows (up to
-// 1.32x the AVX-512 one at m = 1 on W8, 2.2x the AVX2 one; docs/kernels.md, "Quantized
-// linear kernels").
+// for `isa` (qlinear_*_hwy.cc), as ops::gemm picks its f32 kernel, but for AVX-512 on x86 the
+// hand-written GEMV, which Highway's AVX3_DL GEMV trails by 1.3-1.6x at m = 1 on W8 (Qwen2.5-0.5B
+// decode rows; docs/kernels.md, "Quantized linear kernels").
 const kernels::cpu::QLinearKernels& qlinear_kernels(kernels::Isa isa) {
   static const kernels::cpu::QLinearKernels& hwy512 =
       kernels::cpu::qlinear_hwy(kernels::cpu::elementwise_hwy_target(kernels::Isa::kAvx512));
@@ -88,13 +87,10 @@ const kernels::cpu::QLinearKernels& qlinear_kernels(kernels::Isa isa) {
 #if QS_X86
   static const kernels::cpu::QLinearKernels avx512 = {kernels::cpu::qlinear_gemv_avx512,
                                                       hwy512.gemm, hwy512.quantize_acts};
-  static const kernels::cpu::QLinearKernels avx2 = {kernels::cpu::qlinear_gemv_avx2, hwy2.gemm,
-                                                    hwy2.quantize_acts};
 #else
   static const kernels::cpu::QLinearKernels& avx512 = hwy512;
-  static const kernels::cpu::QLinearKernels& avx2 = hwy2;
 #endif
-  return isa == kernels::Isa::kAvx512 ? avx512 : avx2;
+  return isa == kernels::Isa::kAvx512 ? avx512 : hwy2;
 }
 
 // One weight's share of a call, checked and ready to run on any range of its output columns.

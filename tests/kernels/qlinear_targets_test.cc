@@ -1,5 +1,5 @@
 // Kernel tests of the int8-activation quantized linear kernels, every Highway target of
-// kernels/cpu/qlinear_*_hwy.cc and the hand-written AVX2 and AVX-512 GEMVs, against the scalar code
+// kernels/cpu/qlinear_*_hwy.cc and the hand-written AVX-512 GEMV, against the scalar code
 // they must reproduce: quantize_acts bit for bit, and the GEMV and GEMM == ref::qlinear_int8 (+
 // bias) to f32 summation order, over code widths, group sizes, act-order permutations, odd k, row
 // counts on both sides of the tiles and column sub-ranges. A target this CPU lacks skips by name.
@@ -186,10 +186,8 @@ std::vector<Variant> variants() {
                  kernels::cpu::qlinear_hwy(t)});
   }
 #if QS_X86
-  // The hand-written GEMVs, the only hand-written kernels left (null: none of its own).
-  v.push_back({"hand_avx2",
-               kernels::isa_supported(kernels::Isa::kAvx2),
-               {kernels::cpu::qlinear_gemv_avx2, nullptr, nullptr}});
+  // The hand-written GEMV, the only hand-written int8-activation kernel left (null: none of
+  // its own).
   v.push_back({"hand_avx512",
                kernels::isa_supported(kernels::Isa::kAvx512),
                {kernels::cpu::qlinear_gemv_avx512, nullptr, nullptr}});

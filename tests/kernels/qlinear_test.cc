@@ -177,8 +177,8 @@ struct KernelSet {
 };
 
 // Every target the qlinear_*_hwy.cc sources are compiled for, whether or not this CPU has it (those
-// it lacks skip by name), and the hand-written GEMVs still kept beside them (null: none of their
-// own).
+// it lacks skip by name), and the hand-written AVX-512 GEMV still kept beside them (null: none of
+// its own).
 std::vector<KernelSet> kernel_sets() {
   std::vector<KernelSet> sets;
   for (int64_t t : kernels::cpu::elementwise_hwy_targets()) {
@@ -189,9 +189,6 @@ std::vector<KernelSet> kernel_sets() {
   sets.push_back({"avx512",
                   kernels::isa_supported(Isa::kAvx512),
                   {kernels::cpu::qlinear_gemv_avx512, nullptr, nullptr}});
-  sets.push_back({"avx2",
-                  kernels::isa_supported(Isa::kAvx2),
-                  {kernels::cpu::qlinear_gemv_avx2, nullptr, nullptr}});
 #endif
   return sets;
 }

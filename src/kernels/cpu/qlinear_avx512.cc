@@ -244,10 +244,12 @@ void gemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
 
 }  // namespace
 
-// Kept beside qlinear_gemv_hwy.cc's AVX3_DL GEMV, which measured 0.63-1.36x this one (one thread,
+// Kept beside qlinear_gemv_hwy.cc's AVX3_DL GEMV, which measured 0.63-1.63x this one (one thread,
 // Qwen2.5-0.5B shapes, m = 1 and 8, W4G128/W4G32/W8, Zen 5, 2026-12-06; docs/kernels.md,
-// "Quantized linear kernels"): faster on most W4 rows, slower at m = 1 on every W8 row
-// (1.14-1.36x).
+// "Quantized linear kernels"): faster on every m = 8 W4 row, level on m = 8 W8, slower at
+// m = 1 on every W8 row (1.35-1.63x) and on the down projection's W4G128 (1.32x). The only
+// hand-written int8-activation kernel left: the AVX2 one was deleted once Highway's AVX2 GEMV
+// measured 0.81-1.03x it on every row.
 void qlinear_gemv_avx512(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   const QMatrixView& w = *args.w;
   const bool whole = w.n_groups == 1 || w.group_size % (kStepBlocks * kQBlock) == 0;

@@ -1,6 +1,6 @@
 // kernels/cpu: SIMD quantized linear kernels over the resident layout of kernels/qmatrix.h.
-// Written once in Highway for every target (qlinear_{quantize,gemv,gemm}_hwy.cc) and
-// hand-written AVX2 and AVX-512 GEMVs; ops/linear.cc picks one set per ISA and a kernel per
+// Written once in Highway for every target (qlinear_{quantize,gemv,gemm}_hwy.cc), and a
+// hand-written AVX-512 GEMV; ops/linear.cc picks one set per ISA and a kernel per
 // call: the GEMV streams each column's codes once for all m rows (decode, small batches), the
 // GEMM unpacks a panel of columns and reuses it over many rows (prefill). Both write
 // y[:, n_begin:n_end] (+ bias), no allocation.
@@ -27,7 +27,6 @@ constexpr int64_t kQAmxMinRows = 16;
 
 #if QS_X86  // AVX2, AVX-512 and AMX kernels (CMakeLists.txt)
 void qlinear_gemv_avx512(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
-void qlinear_gemv_avx2(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
 // AMX tiles (kernels::amx_active()); the GEMM contract above, for m >= kQAmxMinRows.
 void qlinear_gemm_amx(const QLinearArgs& args, int64_t n_begin, int64_t n_end);
 #endif

@@ -43,7 +43,7 @@ void QLinearGemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
 // order of the codes; 8-bit: `lo` the first half of the step's bytes, `hi` the second), the
 // block scales spread over the int32 lanes each block's dot lands in. Zero points are added
 // per output at the end, sum_g zero_term[g] gsum[g] (a uniform zero: -zero sum_g scale[g]
-// gsum[g]), as the hand-written AVX2 kernel did: folding a uniform zero into the int32 dots
+// gsum[g]), as the deleted hand-written AVX2 kernel did: folding a uniform zero into the int32 dots
 // instead (-zero * qsum per block, as the AVX-512 one did) cost a multiply, a lane permute
 // and a mask per row and step, which the AVX2 target's 32-byte steps felt.
 
@@ -83,8 +83,8 @@ HWY_INLINE VF add_group_terms(VF acc, const float* t, const float* gs, int64_t G
 
 // 8-bit codes without VNNI: the two dots of a step are added pairwise by 64-bit lanes (each
 // 128-bit block then holds two lanes of a lo block and two of a hi block, whose sums are what
-// counts), so that one conversion, multiply and FMA serve the step, as the hand-written AVX2
-// kernel paired its blocks; widened dots cost enough that the saved float work shows.
+// counts), so that one conversion, multiply and FMA serve the step, as the deleted hand-written
+// AVX2 kernel paired its blocks; widened dots cost enough that the saved float work shows.
 constexpr bool kCombineBytes = !kVnni;
 
 // Where each f32 lane of the lo / hi dots takes its block's value from (lane c of the step
@@ -141,26 +141,26 @@ struct StepActs {
   VF d_lo, d_hi;
 };
 
-template <int kBits>
-HWY_INLINE StepActs load_step(const Spread& sp, const QActsView& a, int64_t r, int64_t nb,
-                              int64_t b) {
+// kFull: all kStepBlocks blocks of the step are in the row; the last step of a row may not be,
+// and is peeled off the loop so that full steps carry no test.
+template <int kBits, bool kFull>
+HWY_INLINE StepActs load_step(const Spread& sp, const int8_t* q, const float* d, int64_t left) {
   const DF df;
   const DI8 di8;
-  const int64_t left = std::min(kStepBlocks, nb - b);
-  const int8_t* q = a.q + r * a.k_pad + b * kQBlock;
   // A partial step reads past the row's blocks, still inside the activation buffer (the d,
   // gsum and qsum buffers follow q); those bytes are zeroed, and so are their blocks' d.
   VI8 x0 = hn::LoadU(di8, q);
   VI8 x1 = hn::LoadU(di8, q + kVecBytes);
   VF dv;
-  if (left == kStepBlocks) {
-    dv = step_values(df, a.d + r * nb + b);
+  if constexpr (kFull) {
+    (void)left;
+    dv = step_values(df, d);
   } else {
     const int64_t valid = left * kQBlock;
     x0 = hn::IfThenElseZero(hn::FirstN(di8, static_cast<size_t>(valid)), x0);
     x1 = hn::IfThenElseZero(
         hn::FirstN(di8, static_cast<size_t>(std::max<int64_t>(0, valid - kVecBytes))), x1);
-    dv = step_values_partial(df, a.d + r * nb + b, left);
+    dv = step_values_partial(df, d, left);
   }
   StepActs s{};  // {}: NEON's implicit constructor would be compiled without its target attribute
   if constexpr (kBits == 4) {
@@ -193,17 +193,25 @@ HWY_INLINE StepActs load_step(const Spread& sp, const QActsView& a, int64_t r, i
   return s;
 }
 
-// Group scales of the step's blocks for column j, spread like StepActs::d_lo / d_hi.
-template <int kBits>
-HWY_INLINE void step_scales(const Spread& sp, const QMatrixView& w, int64_t j, int64_t nb,
-                            int64_t b, VF& s_lo, VF& s_hi) {
+// How a step finds its columns' group scales: kGroup, every group is a whole number of steps
+// (or there is one group), so one broadcast scale serves the step; kBlocks, one group per block
+// (g32), so the step's scales are contiguous, one load (gathering them one by one made
+// Qwen2.5-0.5B W4G32 decode 1.2x slower, qlinear_avx512.cc's note); kGather, anything else,
+// the step's block scales gathered one by one. Fixed per weight, so a template parameter: a
+// test per step and column cost registers the tile needs.
+enum class StepScales { kGroup, kBlocks, kGather };
+
+// Group scales of the step's blocks (from block b, group g; sc: the column's scales), spread
+// like StepActs::d_lo / d_hi.
+template <int kBits, StepScales kScales, bool kFull>
+HWY_INLINE void step_scales(const Spread& sp, const float* sc, int64_t bpg, int64_t nb, int64_t b,
+                            int64_t g, VF& s_lo, VF& s_hi) {
   const DF df;
-  const int64_t bpg = w.group_size / kQBlock;
-  const float* sc = w.scales + j * w.n_groups;
   VF s;
-  if (bpg == 1 && b + kStepBlocks <= nb) {
-    // One group per block (g32): a whole step's scales are contiguous, one load; gathering
-    // them one by one made Qwen2.5-0.5B W4G32 decode 1.2x slower (qlinear_avx512.cc's note).
+  if constexpr (kScales == StepScales::kGroup) {
+    s_lo = s_hi = hn::Set(df, sc[g]);
+    return;
+  } else if constexpr (kScales == StepScales::kBlocks && kFull) {
     s = step_values(df, sc + b);
   } else {
     const int64_t last = std::min(nb - 1, b + kStepBlocks - 1);
@@ -235,101 +243,134 @@ inline int64_t prefetch_columns(int64_t col_bytes) {
   return std::max<int64_t>(kTileCols, (kPrefetchBytes + col_bytes - 1) / col_bytes);
 }
 
-// y[i0 .. i0+MR, j0 .. j0+NC): NC columns stream their codes together and each step's codes
-// are unpacked once for the MR rows; each step's activations are arranged once for the NC
-// columns. `kWhole`: every group is a whole number of steps (or there is one group), so one
-// broadcast scale serves a step; otherwise the step's block scales are spread per lane.
-template <int kBits, bool kWhole, int MR, int NC>
-void tile(const Spread& sp, const QLinearArgs& args, int64_t i0, int64_t j0) {
+// What a tile's steps share: per column its codes and scales, per row its activations, the
+// prefetch distances and the accumulators; kept as pointers per column and row, so that a step
+// only adds its block offset (indexing from the views per step took the registers the AVX2
+// target needs for its accumulators).
+template <int MR, int NC>
+struct TileRefs {
+  const uint8_t* codes[NC];
+  const float* scales[NC];
+  const int8_t* q[MR];
+  const float* d[MR];
+  int64_t code_ahead;
+  VF acc[MR][NC];
+};
+
+// acc += one step at block b (group g), for every row and column of the tile.
+template <int kBits, StepScales kScales, int MR, int NC, bool kFull>
+HWY_INLINE void tile_step(const Spread& sp, TileRefs<MR, NC>& t, int64_t bpg, int64_t nb, int64_t b,
+                          int64_t g) {
   const DF df;
   const DI32 di;
   const DU8 du8;
   const DU16 du16;
+  const VU8 nib = hn::Set(du8, 0x0F);
+  const int64_t left = nb - b;
+  StepActs s[MR]{};
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    s[r] = load_step<kBits, kFull>(sp, t.q[r] + b * kQBlock, t.d[r] + b, left);
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) {
+    const uint8_t* p = t.codes[c] + b * kQBlock * kBits / 8;
+    VF s_lo, s_hi;
+    step_scales<kBits, kScales, kFull>(sp, t.scales[c], bpg, nb, b, g, s_lo, s_hi);
+    // A partial last step reads codes past the column: the next column's, or the scales
+    // that follow the codes in the resident buffer; their activations are zero.
+    if constexpr (kBits == 4) {
+      for (int64_t off = 0; off < kVecBytes; off += 64) prefetch_l2(p + t.code_ahead + off);
+      const VU8 v = hn::LoadU(du8, p);
+      const VU8 lo = hn::And(v, nib);
+      const VU8 hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, v))), nib);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const VI32 dot = dot_nibbles(lo, s[r].lo, hi, s[r].hi, hn::Zero(di));
+        t.acc[r][c] = hn::MulAdd(hn::ConvertTo(df, dot), hn::Mul(s[r].d_lo, s_lo), t.acc[r][c]);
+      }
+    } else {
+      for (int64_t off = 0; off < 2 * kVecBytes; off += 64) prefetch_l2(p + t.code_ahead + off);
+      const VU8 v0 = hn::LoadU(du8, p);
+      const VU8 v1 = hn::LoadU(du8, p + kVecBytes);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const VI32 dot0 = dot_bytes(v0, s[r].lo, hn::Zero(di));
+        const VI32 dot1 = dot_bytes(v1, s[r].hi, hn::Zero(di));
+        if constexpr (kCombineBytes) {
+          const DU64 du64;
+          const auto lo64 = hn::BitCast(du64, dot0), hi64 = hn::BitCast(du64, dot1);
+          const VI32 dot = hn::Add(hn::BitCast(di, hn::InterleaveLower(du64, lo64, hi64)),
+                                   hn::BitCast(di, hn::InterleaveUpper(du64, lo64, hi64)));
+          t.acc[r][c] = hn::MulAdd(hn::ConvertTo(df, dot), hn::Mul(s[r].d_lo, s_lo), t.acc[r][c]);
+        } else {
+          t.acc[r][c] = hn::MulAdd(hn::ConvertTo(df, dot0), hn::Mul(s[r].d_lo, s_lo), t.acc[r][c]);
+          t.acc[r][c] = hn::MulAdd(hn::ConvertTo(df, dot1), hn::Mul(s[r].d_hi, s_hi), t.acc[r][c]);
+        }
+      }
+    }
+  }
+}
+
+// y[i0 .. i0+MR, j0 .. j0+NC): NC columns stream their codes together and each step's codes
+// are unpacked once for the MR rows; each step's activations are arranged once for the NC
+// columns.
+template <int kBits, StepScales kScales, int MR, int NC>
+void tile(const Spread& sp, const QLinearArgs& args, int64_t i0, int64_t j0) {
+  const DF df;
   const QMatrixView& w = *args.w;
   const QActsView& a = *args.a;
   const int64_t nb = w.blocks(), G = w.n_groups;
   const int64_t bpg = w.group_size / kQBlock;
   const size_t col_bytes = w.code_bytes_per_column();
-  const VU8 nib = hn::Set(du8, 0x0F);
+  TileRefs<MR, NC> t{};  // {}: NEON's implicit constructor would lack its target attribute
   // The scales (and zero terms) of the column whose codes are prefetched, as far ahead, one
   // line (16 groups) at a time: at g32 they are a fifth of the bytes streamed.
   const int64_t cols_ahead = prefetch_columns(static_cast<int64_t>(col_bytes));
   const int64_t table_ahead = cols_ahead * G;
-  const int64_t code_ahead = cols_ahead * static_cast<int64_t>(col_bytes);
+  t.code_ahead = cols_ahead * static_cast<int64_t>(col_bytes);
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) {
+    t.codes[c] = w.codes + static_cast<size_t>(j0 + c) * col_bytes;
+    t.scales[c] = w.scales + (j0 + c) * G;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    t.q[r] = a.q + (i0 + r) * a.k_pad;
+    t.d[r] = a.d + (i0 + r) * nb;
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) t.acc[r][c] = hn::Zero(df);
+  }
+  // Only kGroup reads the group index per step; the others find it at each table prefetch.
+  // One group (per channel) never ends, however many blocks it has.
+  const int64_t steps_per_group =
+      kScales == StepScales::kGroup && G > 1 ? bpg / kStepBlocks : nb + 1;
   const int64_t table_line_blocks = 16 * bpg;
-  int64_t next_table_b = 0;
-  // Group of block b, kept up to date without a division per step.
-  int64_t g = 0, next_group_b = bpg;
-  VF acc[MR][NC];
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < NC; ++c) acc[r][c] = hn::Zero(df);
-
-  for (int64_t b = 0; b < nb; b += kStepBlocks) {
-    while (b >= next_group_b) {
-      ++g;
-      next_group_b += bpg;
-    }
-    if (G > 1 && b >= next_table_b) {
+  int64_t next_table_b = G > 1 ? 0 : nb;
+  int64_t g = 0, group_steps_left = steps_per_group;
+  const int64_t full_end = nb - nb % kStepBlocks;
+  for (int64_t b = 0; b < full_end; b += kStepBlocks) {
+    if (b >= next_table_b) {
       next_table_b += table_line_blocks;
+      const int64_t tg = b / bpg + table_ahead;
 #pragma GCC unroll 8
       for (int c = 0; c < NC; ++c) {
-        const int64_t at = (j0 + c) * G + g + table_ahead;
-        prefetch_l2(reinterpret_cast<const uint8_t*>(w.scales + at));
+        prefetch_l2(reinterpret_cast<const uint8_t*>(t.scales[c] + tg));
         if (w.zero_terms != nullptr) {
-          prefetch_l2(reinterpret_cast<const uint8_t*>(w.zero_terms + at));
+          prefetch_l2(reinterpret_cast<const uint8_t*>(w.zero_terms + (j0 + c) * G + tg));
         }
       }
     }
-    StepActs s[MR]{};
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) s[r] = load_step<kBits>(sp, a, i0 + r, nb, b);
-#pragma GCC unroll 8
-    for (int c = 0; c < NC; ++c) {
-      const uint8_t* p =
-          w.codes + static_cast<size_t>(j0 + c) * col_bytes + b * kQBlock * kBits / 8;
-      VF s_lo, s_hi;
-      if constexpr (kWhole) {
-        s_lo = s_hi = hn::Set(df, w.scales[(j0 + c) * G + g]);
-      } else {
-        step_scales<kBits>(sp, w, j0 + c, nb, b, s_lo, s_hi);
-      }
-      // A partial last step reads codes past the column: the next column's, or the scales
-      // that follow the codes in the resident buffer; their activations are zero.
-      if constexpr (kBits == 4) {
-        for (int64_t off = 0; off < kVecBytes; off += 64) prefetch_l2(p + code_ahead + off);
-        const VU8 v = hn::LoadU(du8, p);
-        const VU8 lo = hn::And(v, nib);
-        const VU8 hi = hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, v))), nib);
-#pragma GCC unroll 8
-        for (int r = 0; r < MR; ++r) {
-          const VI32 dot = dot_nibbles(lo, s[r].lo, hi, s[r].hi, hn::Zero(di));
-          acc[r][c] = hn::MulAdd(hn::ConvertTo(df, dot), hn::Mul(s[r].d_lo, s_lo), acc[r][c]);
-        }
-      } else {
-        for (int64_t off = 0; off < 2 * kVecBytes; off += 64) {
-          prefetch_l2(p + code_ahead + off);
-        }
-        const VU8 v0 = hn::LoadU(du8, p);
-        const VU8 v1 = hn::LoadU(du8, p + kVecBytes);
-#pragma GCC unroll 8
-        for (int r = 0; r < MR; ++r) {
-          const VI32 dot0 = dot_bytes(v0, s[r].lo, hn::Zero(di));
-          const VI32 dot1 = dot_bytes(v1, s[r].hi, hn::Zero(di));
-          if constexpr (kCombineBytes) {
-            const DU64 du64;
-            const auto lo64 = hn::BitCast(du64, dot0), hi64 = hn::BitCast(du64, dot1);
-            const VI32 dot = hn::Add(hn::BitCast(di, hn::InterleaveLower(du64, lo64, hi64)),
-                                     hn::BitCast(di, hn::InterleaveUpper(du64, lo64, hi64)));
-            acc[r][c] = hn::MulAdd(hn::ConvertTo(df, dot), hn::Mul(s[r].d_lo, s_lo), acc[r][c]);
-          } else {
-            acc[r][c] = hn::MulAdd(hn::ConvertTo(df, dot0), hn::Mul(s[r].d_lo, s_lo), acc[r][c]);
-            acc[r][c] = hn::MulAdd(hn::ConvertTo(df, dot1), hn::Mul(s[r].d_hi, s_hi), acc[r][c]);
-          }
-        }
+    tile_step<kBits, kScales, MR, NC, true>(sp, t, bpg, nb, b, g);
+    if constexpr (kScales == StepScales::kGroup) {
+      if (--group_steps_left == 0) {
+        ++g;
+        group_steps_left = steps_per_group;
       }
     }
+  }
+  if (full_end < nb) {
+    tile_step<kBits, kScales, MR, NC, false>(sp, t, bpg, nb, full_end, full_end / bpg);
   }
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
@@ -337,11 +378,11 @@ void tile(const Spread& sp, const QLinearArgs& args, int64_t i0, int64_t j0) {
 #pragma GCC unroll 8
     for (int c = 0; c < NC; ++c) {
       const int64_t j = j0 + c;
-      VF sum = acc[r][c];
+      VF sum = t.acc[r][c];
       if (w.zero_terms != nullptr) {
         sum = add_group_terms(sum, w.zero_terms + j * G, gsum, G, 1.0f);
       } else if (w.uniform_zero != 0.0f) {
-        sum = add_group_terms(sum, w.scales + j * G, gsum, G, -w.uniform_zero);
+        sum = add_group_terms(sum, t.scales[c], gsum, G, -w.uniform_zero);
       }
       float y = hn::GetLane(hn::SumOfLanes(df, sum));
       if (args.bias != nullptr) y += args.bias[j];
@@ -356,36 +397,41 @@ void tile(const Spread& sp, const QLinearArgs& args, int64_t i0, int64_t j0) {
 constexpr int kGemvRows = 2;
 
 // Rows [0, m) of columns [j0, j0 + NC) in MR-row tiles, the last rows one by one.
-template <int kBits, bool kWhole, int MR, int NC>
+template <int kBits, StepScales kScales, int MR, int NC>
 void column_tile(const Spread& sp, const QLinearArgs& args, int64_t j0) {
   const int64_t m = args.a->m;
   int64_t i = 0;
-  for (; i + MR <= m; i += MR) tile<kBits, kWhole, MR, NC>(sp, args, i, j0);
-  for (; i < m; ++i) tile<kBits, kWhole, 1, NC>(sp, args, i, j0);
+  for (; i + MR <= m; i += MR) tile<kBits, kScales, MR, NC>(sp, args, i, j0);
+  for (; i < m; ++i) tile<kBits, kScales, 1, NC>(sp, args, i, j0);
 }
 
-template <int kBits, bool kWhole, int MR>
+template <int kBits, StepScales kScales, int MR>
 void run_tiles(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
   const Spread sp = make_spread<kBits>();
   int64_t j = n_begin;
   for (; j + kTileCols <= n_end; j += kTileCols) {
-    column_tile<kBits, kWhole, MR, kTileCols>(sp, args, j);
+    column_tile<kBits, kScales, MR, kTileCols>(sp, args, j);
   }
-  for (; j < n_end; ++j) column_tile<kBits, kWhole, MR, 1>(sp, args, j);
+  for (; j < n_end; ++j) column_tile<kBits, kScales, MR, 1>(sp, args, j);
+}
+
+template <int kBits, int MR>
+void dispatch_scales(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
+  const QMatrixView& w = *args.w;
+  if (w.n_groups == 1 || w.group_size % (kStepBlocks * kQBlock) == 0) {
+    run_tiles<kBits, StepScales::kGroup, MR>(args, n_begin, n_end);
+  } else if (w.group_size == kQBlock) {
+    run_tiles<kBits, StepScales::kBlocks, MR>(args, n_begin, n_end);
+  } else {
+    run_tiles<kBits, StepScales::kGather, MR>(args, n_begin, n_end);
+  }
 }
 
 template <int MR>
 void dispatch(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
-  const QMatrixView& w = *args.w;
-  const bool whole = w.n_groups == 1 || w.group_size % (kStepBlocks * kQBlock) == 0;
-  if (w.bits == 4) {
-    whole ? run_tiles<4, true, MR>(args, n_begin, n_end)
-          : run_tiles<4, false, MR>(args, n_begin, n_end);
-  } else {
-    QS_CHECK(w.bits == 8);
-    whole ? run_tiles<8, true, MR>(args, n_begin, n_end)
-          : run_tiles<8, false, MR>(args, n_begin, n_end);
-  }
+  if (args.w->bits == 4) return dispatch_scales<4, MR>(args, n_begin, n_end);
+  QS_CHECK(args.w->bits == 8);
+  dispatch_scales<8, MR>(args, n_begin, n_end);
 }
 
 void QLinearGemv(const QLinearArgs& args, int64_t n_begin, int64_t n_end) {
