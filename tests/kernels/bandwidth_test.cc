@@ -1,17 +1,21 @@
 // The bandwidth probe (kernels/cpu/bandwidth.h): each streaming sum it times reads every
 // 64-bit word of its slice exactly once (words that differ, so a skipped or repeated line
 // changes the sum), at slice lengths the probe's uneven splits produce; every variant this
-// CPU has is timed and reported, the others report 0 and are named as skipped; and the
-// default buffer is past the last-level cache.
+// CPU has is timed and reported, the others report 0 and are named as skipped; the default
+// buffer is past the last-level cache; and that cache is read from sysfs as this machine's
+// kernel writes it (a Zen 5 EPYC guest's cpu0 tree, where sysconf says 384 MiB).
 #include "kernels/cpu/bandwidth.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,6 +92,48 @@ TEST(Bandwidth, DefaultBufferIsPastTheLastLevelCache) {
   const size_t llc = kernels::last_level_cache_bytes();
   EXPECT_GE(kernels::bandwidth_probe_bytes(), size_t{1} << 30);
   EXPECT_GE(kernels::bandwidth_probe_bytes(), 2 * llc);
+}
+
+TEST(Bandwidth, ParsesSysfsCacheSizes) {
+  EXPECT_EQ(kernels::parse_cache_size("32768K"), size_t{32} << 20);
+  EXPECT_EQ(kernels::parse_cache_size("48K\n"), size_t{48} << 10);
+  EXPECT_EQ(kernels::parse_cache_size("1M"), size_t{1} << 20);
+  EXPECT_EQ(kernels::parse_cache_size("2G"), size_t{2} << 30);
+  EXPECT_EQ(kernels::parse_cache_size("512"), size_t{512});
+  for (const char* bad : {"", "K", "12Q", "-4K", "99999999999999999999K"}) {
+    EXPECT_EQ(kernels::parse_cache_size(bad), 0u) << bad;
+  }
+}
+
+// The cpu0 cache tree of the Zen 5 EPYC dev VM: L1d 48K, L1i 32K, L2 1024K, L3
+// 32768K per core complex; sysconf reports 384 MiB there, the socket's L3.
+TEST(Bandwidth, LastLevelCacheIsTheHighestSysfsLevel) {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("qs_cache_" + std::to_string(::getpid()));
+  const struct {
+    int level;
+    const char* type;
+    const char* size;
+  } caches[] = {{1, "Data", "48K"},
+                {1, "Instruction", "32K"},
+                {2, "Unified", "1024K"},
+                {3, "Unified", "32768K"}};
+  int index = 0;
+  for (const auto& c : caches) {
+    const std::filesystem::path dir = root / ("index" + std::to_string(index++));
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "level") << c.level << "\n";
+    std::ofstream(dir / "type") << c.type << "\n";
+    std::ofstream(dir / "size") << c.size << "\n";
+  }
+  EXPECT_EQ(kernels::sysfs_cache_bytes(root.string()), size_t{32} << 20);
+  // Without an L3 the L2 is the last level; an instruction cache never counts.
+  std::filesystem::remove_all(root / "index3");
+  EXPECT_EQ(kernels::sysfs_cache_bytes(root.string()), size_t{1} << 20);
+  std::filesystem::remove_all(root / "index2");
+  EXPECT_EQ(kernels::sysfs_cache_bytes(root.string()), size_t{48} << 10);
+  std::filesystem::remove_all(root);
+  EXPECT_EQ(kernels::sysfs_cache_bytes(root.string()), 0u);
 }
 
 }  // namespace

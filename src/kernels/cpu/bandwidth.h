@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "core/thread_pool.h"
 
@@ -13,8 +14,16 @@ namespace qs::kernels {
 // 480 MiB on the Sapphire Rapids dev VM, where 512 MiB, the old size, was not safely past it).
 size_t bandwidth_probe_bytes();
 
-// The last-level cache size the OS reports (sysconf), 0 when unknown.
+// The last-level cache a thread of this process can fill, 0 when unknown: the largest data or
+// unified cache of CPU 0 in sysfs (one core complex's L3 on AMD), else sysconf's. `bench`
+// marks decode whose weights fit it: their roofline fraction is not a bandwidth figure.
 size_t last_level_cache_bytes();
+
+// sysfs_cache_bytes: the largest data or unified cache of the highest level listed under
+// `cache_dir` (/sys/devices/system/cpu/cpuN/cache: index*/level, size, type), 0 when none.
+// parse_cache_size: a sysfs size ("32768K", "1M", "512") in bytes, 0 when malformed.
+size_t sysfs_cache_bytes(const std::string& cache_dir);
+size_t parse_cache_size(const std::string& text);
 
 // Sums a `bytes`-sized buffer, every pool thread reading its own contiguous slice, and returns
 // the best of `repetitions` passes in GB/s (1e9 bytes/s). Each pass runs every variant this
