@@ -18,6 +18,9 @@
 #   QS_SWEEP_PYTHON [/work/venv-goldens/bin/python]          runs convert_hf_to_gguf.py
 #   QS_SWEEP_SHAREGPT_PROMPTS [200], QS_SWEEP_SHAREGPT_OUTPUT_LEN [16] (0: the replies' own)
 #   QS_SWEEP_PARTS ["sweep sharegpt prefix"], QS_SWEEP_ENGINES ["quantserve llama.cpp"]
+#   QS_SWEEP_SERVE_ARGS [""]                 more `quantserve serve` flags, e.g.
+#                                            "--lm-head-dtype int8" (llama.cpp's tied output
+#                                            matrix is Q8_0 in both of its files)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QS=$PWD/build/quantserve
@@ -81,7 +84,9 @@ start_qs() {  # start_qs MODEL_DIR [serve flags...] -> QS_PORT
   # Emptied here, not by the child's redirection: the loop below could otherwise read the
   # previous run's port before the new server has truncated the file.
   : > "$log"
-  "$QS" serve "$@" --port 0 --threads "$THREADS" --served-model-name q05 --max-num-seqs 64 \
+  local extra=()
+  read -ra extra <<< "${QS_SWEEP_SERVE_ARGS:-}"
+  "$QS" serve "$@" "${extra[@]}" --port 0 --threads "$THREADS" --served-model-name q05 --max-num-seqs 64 \
     --max-model-len 2048 --kv-cache-memory 1GiB 2> "$log" > /dev/null &
   PIDS+=($!)
   for _ in $(seq 600); do
@@ -123,6 +128,7 @@ EOF
 echo "# $(date -u '+%F %T UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, threads $THREADS"
 echo "# flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -oE 'avx512f|avx512_bf16|avx512_vnni|amx_tile|amx_bf16|amx_int8' | tr '\n' ' ')"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# quantserve serve flags added: ${QS_SWEEP_SERVE_ARGS:-none}"
 
 # --- concurrency sweep, the two engines interleaved per point -----------------------------
 if [[ " $PARTS " == *" sweep "* ]]; then

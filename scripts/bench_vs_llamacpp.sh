@@ -23,6 +23,9 @@
 #                                            quantserve scheme : GGUF file : its label
 #   QS_VS_OUTPUT_TYPE [llama-quantize's]     llama-quantize --output-tensor-type (f16 keeps
 #                                            lm_head 16-bit, as make-model's W4 checkpoints do)
+#   QS_VS_LM_HEAD [auto]                     quantserve's --lm-head-dtype: int8 rounds the 16-bit
+#                                            tied head per row at load, as llama-quantize stores
+#                                            its output matrix in a quantized type (Q8_0, Q6_K)
 #   QS_VS_LLAMA_BIN [/work/scratch/llama.cpp/build/bin]   llama-bench, llama-quantize
 #   QS_VS_LLAMA_SRC [/work/scratch/llama.cpp/src]         convert_hf_to_gguf.py, gguf-py
 #   QS_VS_PYTHON [/work/venv-goldens/bin/python]          runs convert_hf_to_gguf.py
@@ -37,6 +40,7 @@ LLAMA_BIN=${QS_VS_LLAMA_BIN:-/work/scratch/llama.cpp/build/bin}
 LLAMA_SRC=${QS_VS_LLAMA_SRC:-/work/scratch/llama.cpp/src}
 PY=${QS_VS_PYTHON:-/work/venv-goldens/bin/python}
 PAIRS=${QS_VS_PAIRS:-bf16:f16:F16 w8:q8_0:Q8_0 w4g128:q4_0:Q4_0 w4g32:q4_0:Q4_0}
+LM_HEAD=${QS_VS_LM_HEAD:-auto}
 layers=()
 [[ -n ${QS_VS_LAYERS:-} ]] && layers=(--layers "$QS_VS_LAYERS")
 qtype=()
@@ -48,6 +52,7 @@ mkdir -p "$DIR"
 echo "# $(date -u '+%F %T UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs"
 echo "# flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -oE 'avx512f|avx512_bf16|avx512_vnni|amx_tile|amx_bf16|amx_int8' | tr '\n' ' ')"
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# quantserve --lm-head-dtype $LM_HEAD"
 
 schemes=(bf16)  # the GGUFs are converted from the bf16 directory
 for pair in $PAIRS; do schemes+=("${pair%%:*}"); done
@@ -79,7 +84,8 @@ rows=()
 for pair in $PAIRS; do
   IFS=: read -r s g label <<< "$pair"
   "$QS" bench latency --model "$DIR/$PRESET-$s" --input-len 512 --output-len 128 \
-    --threads "$THREADS" --repetitions "$REPS" --json "$DIR/qs-$s.json" >&2
+    --threads "$THREADS" --repetitions "$REPS" --lm-head-dtype "$LM_HEAD" \
+    --json "$DIR/qs-$s.json" >&2
   LD_LIBRARY_PATH=$LLAMA_BIN "$LLAMA_BIN/llama-bench" -m "$DIR/$PRESET-$g.gguf" -p 512 -n 128 \
     -t "$THREADS" -r "$REPS" -o json > "$DIR/llama-$s-$g.json" 2> "$DIR/llama-$s-$g.log"
   rows+=("$s" "$label")
@@ -145,7 +151,8 @@ for s, g in zip(rows[::2], rows[1::2]):
         pb, tb = b[t]["pp"], b[t]["tg"]
         key, peak = peak_for(s, t)
         frac = f"{100 * pa * prefill_gop_per_token(a[t]['model']) / peak:.1f} % of {peak:.0f} GOP/s ({key})" if peak else ""
-        print(f"| {t} | {s} | {pa:.1f} | {frac} | {ta:.1f} | {a[t].get('mib', 0):.0f} | {a[t].get('roof', '')} "
+        label = s if os.environ.get("QS_VS_LM_HEAD", "auto") == "auto" else f"{s}, {os.environ['QS_VS_LM_HEAD']} head"
+        print(f"| {t} | {label} | {pa:.1f} | {frac} | {ta:.1f} | {a[t].get('mib', 0):.0f} | {a[t].get('roof', '')} "
               f"| {g} | {pb:.1f} | {tb:.1f} | {pa / pb:.2f}x | {ta / tb:.2f}x |")
 EOF
 echo
