@@ -91,9 +91,9 @@ for pair in $PAIRS; do
   rows+=("$s" "$label")
 done
 
-python3 - "$DIR" "${rows[@]}" << 'EOF'
+python3 - "$DIR" "$LM_HEAD" "${rows[@]}" << 'EOF'
 import json, os, sys
-d, rows = sys.argv[1], sys.argv[2:]
+d, head, rows = sys.argv[1], sys.argv[2], sys.argv[3:]
 def qs(s):  # bench latency --json: one entry per test ("pp512", "tg128") and thread count
     out = {}
     for e in json.load(open(f"{d}/qs-{s}.json")):
@@ -151,7 +151,7 @@ for s, g in zip(rows[::2], rows[1::2]):
         pb, tb = b[t]["pp"], b[t]["tg"]
         key, peak = peak_for(s, t)
         frac = f"{100 * pa * prefill_gop_per_token(a[t]['model']) / peak:.1f} % of {peak:.0f} GOP/s ({key})" if peak else ""
-        label = s if os.environ.get("QS_VS_LM_HEAD", "auto") == "auto" else f"{s}, {os.environ['QS_VS_LM_HEAD']} head"
+        label = s if head == "auto" else f"{s}, {head} head"
         print(f"| {t} | {label} | {pa:.1f} | {frac} | {ta:.1f} | {a[t].get('mib', 0):.0f} | {a[t].get('roof', '')} "
               f"| {g} | {pb:.1f} | {tb:.1f} | {pa / pb:.2f}x | {ta / tb:.2f}x |")
 EOF

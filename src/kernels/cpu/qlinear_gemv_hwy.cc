@@ -244,7 +244,7 @@ inline int64_t prefetch_columns(int64_t col_bytes) {
 }
 
 // What a tile's steps share: per column its codes and scales, per row its activations, the
-// prefetch distances and the accumulators; kept as pointers per column and row, so that a step
+// code prefetch distance and the accumulators; kept as pointers per column and row, so that a step
 // only adds its block offset (indexing from the views per step took the registers the AVX2
 // target needs for its accumulators).
 template <int MR, int NC>
